@@ -1,0 +1,57 @@
+"""The pairing check catches drift between a .py and its .ipynb, unexecuted cells and a wrong kernel."""
+
+import importlib.util
+from pathlib import Path
+
+import jupytext
+import pytest
+
+spec = importlib.util.spec_from_file_location("notebooks", Path(__file__).parents[1] / "tools" / "notebooks.py")
+notebooks = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(notebooks)
+
+SOURCE = '# %% [markdown]\n# # Title\n\n# %% tags=["keep"]\nx = 1 + 1\nprint(x)\n'
+
+
+@pytest.fixture()
+def pair(tmp_path, monkeypatch):
+    monkeypatch.setattr(notebooks, "REPO", tmp_path)
+    py = tmp_path / "ch.py"
+    py.write_text(SOURCE)
+    notebooks.execute(py)
+    return py
+
+
+def test_an_executed_pair_is_clean(pair):
+    assert notebooks.problems(pair) == []
+    nb = jupytext.read(pair.with_suffix(".ipynb"))
+    assert nb.cells[1].outputs[0]["text"] == "2\n"
+    assert nb.cells[1].metadata["tags"] == ["keep"]
+    assert "execution" not in nb.cells[1].metadata  # no timing noise in diffs
+
+
+def test_editing_one_side_is_drift(pair):
+    pair.write_text(pair.read_text().replace("1 + 1", "1 + 2"))
+    assert any("differ from cell 1" in p for p in notebooks.problems(pair))
+
+
+def test_changed_tags_are_drift(pair):
+    pair.write_text(pair.read_text().replace('tags=["keep"]', 'tags=["other"]'))
+    assert notebooks.problems(pair)
+
+
+def test_unexecuted_cells_and_wrong_kernel_are_reported(pair):
+    ipynb = pair.with_suffix(".ipynb")
+    nb = jupytext.read(ipynb)
+    nb.cells[1].execution_count, nb.cells[1].outputs = None, []
+    nb.metadata["kernelspec"]["name"] = "other"
+    jupytext.write(nb, ipynb)
+    found = " ".join(notebooks.problems(pair))
+    assert "no stored output" in found and "not 'python3'" in found
+
+
+def test_a_missing_notebook_is_reported(tmp_path, monkeypatch):
+    monkeypatch.setattr(notebooks, "REPO", tmp_path)
+    py = tmp_path / "alone.py"
+    py.write_text(SOURCE)
+    assert "is missing" in notebooks.problems(py)[0]
