@@ -1,0 +1,221 @@
+"""Scaled dot-product attention, its masks, and multi-head attention with a KV cache.
+
+Shapes: B batch, nh heads, hs head size, Tq query positions, Tk key/value positions, C = d_model = nh * hs.
+
+Mask convention (the one of ``torch.nn.functional.scaled_dot_product_attention``)
+    ``mask`` is a **bool** tensor broadcastable to (B, nh, Tq, Tk); **True means "may attend"**. This is the
+    opposite of ``torch.nn.MultiheadAttention``'s ``key_padding_mask``/``attn_mask`` and of Hugging Face's additive
+    masks, where True (or -inf) means "masked out". Combine masks with ``&``.
+    ``bias`` is an additive **float** tensor broadcastable to (B, nh, Tq, Tk), added to the scores before the
+    softmax: T5's relative position bias, ALiBi. Keep it finite; masking is what ``mask`` is for.
+    ``is_causal=True`` adds ``causal_mask(Tq, Tk)``, aligned to the *end* of the keys, so a query block that
+    continues a KV cache (Tk = past + Tq) sees every cached key and no future one.
+
+Fully masked rows
+    A query whose mask row is all False has nothing to attend to. Its attention weights are all 0 and its output
+    is the zero vector (never NaN), and no gradient flows through it. Both functions below behave this way; the
+    fused one relies on torch's kernel for it, which the tests check on CPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def causal_mask(q_len: int, k_len: int, device: torch.device | str | None = None) -> Tensor:
+    """(q_len, k_len) bool, True where query i may attend to key j: j <= i + (k_len - q_len).
+
+    The triangle is aligned to the end: the last query sees every key. With k_len == q_len this is the usual
+    lower triangle; with a KV cache (k_len = past + q_len) query i sits at absolute position past + i.
+    """
+    return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(diagonal=k_len - q_len)
+
+
+def padding_mask(attention_mask: Tensor) -> Tensor:
+    """(B, T) 0/1 tensor (1 = real token, 0 = padding) -> (B, 1, 1, T) bool, True where a key may be attended."""
+    return attention_mask.bool()[:, None, None, :]
+
+
+def _check_mask(mask: Tensor | None) -> None:
+    if mask is not None and mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a bool tensor (True = may attend), got {mask.dtype}; pass floats as bias")
+
+
+def _with_causal(mask: Tensor | None, q_len: int, k_len: int, device: torch.device) -> Tensor:
+    causal = causal_mask(q_len, k_len, device=device)  # (Tq, Tk)
+    return causal if mask is None else mask & causal
+
+
+def scaled_dot_product_attention_reference(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    bias: Tensor | None = None,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+    is_causal: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + bias) V, written out step by step.
+
+    q (B, nh, Tq, hs), k and v (B, nh, Tk, hs) -> out (B, nh, Tq, hs), weights (B, nh, Tq, Tk) (the ones used:
+    after dropout, if any).
+    ``scale=None`` means 1/sqrt(hs); T5 uses ``scale=1.0``. ``dropout_p`` is applied to the weights whenever it
+    is > 0 (pass 0.0 in eval mode). See the module docstring for ``mask``, ``bias`` and fully masked rows.
+    """
+    _check_mask(mask)
+    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    scores = (q @ k.transpose(-2, -1)) * scale  # (B, nh, Tq, hs) @ (B, nh, hs, Tk) -> (B, nh, Tq, Tk)
+    if bias is not None:
+        scores = scores + bias
+    if is_causal:
+        mask = _with_causal(mask, q.size(-2), k.size(-2), q.device)
+    if mask is not None:
+        # The most negative float stands in for -inf: exp() of it underflows to exactly 0, yet a row with no
+        # allowed key stays finite (softmax of all -inf would be NaN). Those rows are zeroed after the softmax.
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = F.softmax(scores, dim=-1)  # (B, nh, Tq, Tk), each row sums to 1
+    if mask is not None:
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # nothing to attend to: attend to nothing
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    out = weights @ v  # (B, nh, Tq, Tk) @ (B, nh, Tk, hs) -> (B, nh, Tq, hs)
+    return out, weights
+
+
+def scaled_dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    bias: Tensor | None = None,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+    is_causal: bool = False,
+) -> Tensor:
+    """Same arguments and result as :func:`scaled_dot_product_attention_reference`, on torch's fused kernel.
+
+    Returns only ``out`` (B, nh, Tq, hs): the fused kernel never materialises the weights.
+    """
+    _check_mask(mask)
+    q_len, k_len = q.size(-2), k.size(-2)
+    if is_causal and mask is None and bias is None and q_len == k_len:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale)
+    if is_causal:
+        mask = _with_causal(mask, q_len, k_len, q.device)  # torch's is_causal aligns to the start, not the end
+    attn_mask = mask
+    if bias is not None:
+        attn_mask = bias if mask is None else torch.where(mask, bias, float("-inf"))  # one additive mask
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
+
+
+class KVCache:
+    """The keys and values one attention layer has already computed, kept between decoding steps.
+
+    Self-attention: each step :meth:`append` s the new positions' k, v and attends to everything so far.
+    Cross-attention: the context's k, v are stored on the first step and reused (``is_filled``) afterwards.
+    """
+
+    def __init__(self) -> None:
+        self.k: Tensor | None = None  # (B, nh, T_cached, hs)
+        self.v: Tensor | None = None  # (B, nh, T_cached, hs)
+
+    @property
+    def is_filled(self) -> bool:
+        return self.k is not None
+
+    def __len__(self) -> int:
+        """Number of cached positions."""
+        return 0 if self.k is None else self.k.size(-2)
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add k, v (B, nh, T_new, hs) after the cached ones; return all of them (B, nh, T_cached + T_new, hs)."""
+        if self.k is not None:
+            k = torch.cat([self.k, k], dim=-2)
+            v = torch.cat([self.v, v], dim=-2)
+        self.k, self.v = k, v
+        return k, v
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
+
+    Self-attention when ``context`` is None, cross-attention (queries from ``x``, keys and values from
+    ``context``, of size ``kv_dim``) otherwise. Submodules: ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``
+    (checkpoint loaders rely on these names).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        scale: float | None = None,
+        kv_dim: int | None = None,
+        fused: bool = True,
+    ) -> None:
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        kv_dim = d_model if kv_dim is None else kv_dim
+        self.n_heads = n_heads
+        self.head_size = d_model // n_heads
+        self.dropout = dropout  # on the attention weights
+        self.scale = scale  # None: 1/sqrt(head_size)
+        self.fused = fused  # torch's fused kernel, unless attention weights are asked for
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(kv_dim, d_model, bias=bias)
+        self.v_proj = nn.Linear(kv_dim, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        B, T, C = x.shape
+        return x.view(B, T, self.n_heads, self.head_size).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
+
+    def _keys_values(self, source: Tensor) -> tuple[Tensor, Tensor]:
+        return self._split_heads(self.k_proj(source)), self._split_heads(self.v_proj(source))
+
+    def forward(
+        self,
+        x: Tensor,
+        context: Tensor | None = None,
+        mask: Tensor | None = None,
+        bias: Tensor | None = None,
+        is_causal: bool = False,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """x (B, Tq, C), context (B, Tk, kv_dim) or None -> out (B, Tq, C) [, weights (B, nh, Tq, Tk)].
+
+        ``mask``, ``bias``: see the module docstring; they cover all Tk keys, cached ones included.
+        ``is_causal``: add the end-aligned causal mask (self-attention; correct with a cache too).
+        ``cache``: self-attention appends this call's k, v to it; cross-attention fills it once from ``context``
+        and reuses it afterwards (``context`` is then ignored).
+        ``need_weights``: also return the attention weights (computed by the reference implementation).
+        """
+        B, T, C = x.shape
+        q = self._split_heads(self.q_proj(x))  # (B, nh, Tq, hs)
+        if context is None:  # self-attention
+            k, v = self._keys_values(x)  # (B, nh, Tq, hs)
+            if cache is not None:
+                k, v = cache.append(k, v)  # (B, nh, T_cached + Tq, hs)
+        elif cache is not None and cache.is_filled:  # cross-attention, later steps
+            k, v = cache.k, cache.v
+        else:  # cross-attention
+            k, v = self._keys_values(context)  # (B, nh, Tk, hs)
+            if cache is not None:
+                cache.append(k, v)
+        dropout_p = self.dropout if self.training else 0.0
+        args = dict(mask=mask, bias=bias, dropout_p=dropout_p, scale=self.scale, is_causal=is_causal)
+        if need_weights or not self.fused:
+            y, weights = scaled_dot_product_attention_reference(q, k, v, **args)
+        else:
+            y = scaled_dot_product_attention(q, k, v, **args)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # concatenate heads: (B, nh, Tq, hs) -> (B, Tq, C)
+        out = self.out_proj(y)
+        return (out, weights) if need_weights else out
