@@ -110,8 +110,11 @@ causal = mnn.causal_mask(5, 5)  # (T, T)
 both = pad & causal  # (B, 1, T, T)
 
 fig, axes = plt.subplots(1, 3, figsize=(10, 3))
-for ax, (title, m) in zip(axes, [("padding (sequence 2)", pad[1, 0].expand(5, 5)), ("causal", causal),
-                                 ("padding & causal", both[1, 0])], strict=True):
+for ax, (title, m) in zip(
+    axes,
+    [("padding (sequence 2)", pad[1, 0].expand(5, 5)), ("causal", causal), ("padding & causal", both[1, 0])],
+    strict=True,
+):
     ax.imshow(m, cmap="Greens", vmin=0, vmax=1)
     ax.set(title=title, xlabel="key position", ylabel="query position")
 plt.tight_layout()
@@ -152,8 +155,10 @@ mha.eval()
 perm = torch.tensor([4, 2, 0, 1, 3])
 shuffled_then_attended = mha(x[:, perm])
 attended_then_shuffled = mha(x)[:, perm]
-print("self-attention is permutation-equivariant:", torch.allclose(shuffled_then_attended, attended_then_shuffled,
-                                                                   atol=1e-6))
+print(
+    "self-attention is permutation-equivariant:",
+    torch.allclose(shuffled_then_attended, attended_then_shuffled, atol=1e-6),
+)
 
 # %% [markdown]
 # So the Transformer adds to each token embedding a vector that encodes its position. The paper uses fixed
@@ -229,8 +234,9 @@ print("decoder input ", tgt[0, :-1].tolist(), " (BOS=1, EOS=2, PAD=0)")
 print("decoder target", tgt[0, 1:].tolist())
 
 # %%
-TINY = TransformerConfig(vocab_size=13, d_model=64, n_heads=4, d_ff=256, n_encoder_layers=2, n_decoder_layers=2,
-                         dropout=0.0, max_len=16)
+TINY = TransformerConfig(
+    vocab_size=13, d_model=64, n_heads=4, d_ff=256, n_encoder_layers=2, n_decoder_layers=2, dropout=0.0, max_len=16
+)
 
 
 def train_reverser(config, steps=500, batch_size=64, lr=2e-3, warmup=50, seed=0):
@@ -267,8 +273,10 @@ def accuracy(model, n=500, seed=1):
 # NBVAL_IGNORE_OUTPUT
 model, losses = train_reverser(TINY)
 reverse_accuracy = accuracy(model)
-print(f"{count_parameters(model):,} parameters; loss {losses[0]:.3f} -> {losses[-1]:.4f}; "
-      f"exact-match accuracy {reverse_accuracy:.3f}")
+print(
+    f"{count_parameters(model):,} parameters; loss {losses[0]:.3f} -> {losses[-1]:.4f}; "
+    f"exact-match accuracy {reverse_accuracy:.3f}"
+)
 
 # %%
 assert losses[-1] < 0.05 * losses[0], "the loss should fall by more than 20x"
@@ -343,15 +351,18 @@ plt.show()
 # Parameter counts follow from the configuration alone. We build the models on PyTorch's **meta device**, which
 # records shapes without allocating memory, so even BERT-large costs nothing:
 
+
 # %%
 def bert_from_blocks(d_model, n_layers, n_heads, vocab_size=30522, max_len=512):
     """BERT's architecture from minilm.nn: embeddings (token + position + segment, LayerNorm), encoder, pooler."""
     block = mnn.BlockConfig(d_model=d_model, n_heads=n_heads, d_ff=4 * d_model, activation="gelu", norm_eps=1e-12)
-    return torch.nn.ModuleDict({
-        "embeddings": mnn.TransformerEmbedding(vocab_size, d_model, max_len, n_segments=2, norm=True),
-        "encoder": mnn.TransformerEncoder(block, n_layers),
-        "pooler": torch.nn.Linear(d_model, d_model),
-    })
+    return torch.nn.ModuleDict(
+        {
+            "embeddings": mnn.TransformerEmbedding(vocab_size, d_model, max_len, n_segments=2, norm=True),
+            "encoder": mnn.TransformerEncoder(block, n_layers),
+            "pooler": torch.nn.Linear(d_model, d_model),
+        }
+    )
 
 
 with torch.device("meta"):

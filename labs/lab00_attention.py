@@ -72,8 +72,9 @@ q2, k2, v2 = torch.randn(1, 2, 3, 16), torch.randn(1, 2, 7, 16), torch.randn(1, 
 out2, _ = scaled_dot_product_attention(q2, k2, v2)
 assert torch.allclose(out2, reference.scaled_dot_product_attention(q2, k2, v2), atol=1e-5)
 big = torch.randn(1, 1, 4, 64) * 10  # large scores: the scaling by 1/sqrt(d_k) must be there
-assert torch.allclose(scaled_dot_product_attention(big, big, big)[0],
-                      reference.scaled_dot_product_attention(big, big, big), atol=1e-4)
+assert torch.allclose(
+    scaled_dot_product_attention(big, big, big)[0], reference.scaled_dot_product_attention(big, big, big), atol=1e-4
+)
 ### END HIDDEN TESTS
 
 # %% [markdown]
