@@ -1,0 +1,32 @@
+"""The built-in registrations: GPT with the causal language-modelling objective."""
+
+from __future__ import annotations
+
+from minilm.models.gpt import GPT, GPT_PRESETS, GPTConfig
+from minilm.objectives.causal_lm import causal_lm_loss, language_model_blocks
+from minilm.train.registry import ModelEntry, ObjectiveEntry, register_model, register_objective
+from minilm.train.trainer import LossOutput
+
+GPT_SIZES = {
+    "tiny": dict(n_layers=4, n_heads=4, d_model=256, max_len=256, dropout=0.0),  # ~6M with an 8k vocabulary
+    "small": dict(n_layers=6, n_heads=6, d_model=384, max_len=512, dropout=0.1),  # ~14M with an 8k vocabulary
+    **GPT_PRESETS,
+}
+
+
+def clm_loss(model, block) -> LossOutput:
+    """block (B, seq_len + 1): read block[:, :-1], predict block[:, 1:]."""
+    logits = model(block[:, :-1])  # (B, T, V)
+    return LossOutput(causal_lm_loss(logits, block), n_tokens=block[:, 1:].numel())
+
+
+register_model(ModelEntry("gpt", GPTConfig, GPT, sizes=GPT_SIZES, tokenizer_family="gpt2"))
+register_objective(
+    ObjectiveEntry(
+        "clm",
+        models=("gpt",),
+        make_examples=language_model_blocks,
+        loss=clm_loss,
+        description="causal language modelling: predict each token from the ones before it",
+    )
+)

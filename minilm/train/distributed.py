@@ -1,0 +1,85 @@
+"""Distributed training on torch.distributed, launched with torchrun.
+
+    torchrun --nproc_per_node 4 -m minilm.train size=small batch_size=64
+
+torchrun sets RANK, WORLD_SIZE and LOCAL_RANK; the process group uses NCCL on GPUs and gloo on CPUs. Every process
+computes its slice of each global batch; DDP averages gradients (once per optimizer step: the other micro-batches
+run under ``no_sync``); FSDP shards parameters, gradients and optimizer state for models too big for one GPU. Only
+rank 0 logs, evaluates into the metrics file and writes checkpoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+@dataclass
+class DistributedContext:
+    rank: int = 0
+    world_size: int = 1
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @classmethod
+    def from_environment(cls, device: str = "auto") -> DistributedContext:
+        """Join the process group torchrun set up (if any) and pick this process's device."""
+        from minilm.train.trainer import resolve_device
+
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        if world_size == 1:
+            return cls(device=resolve_device(device))
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        resolved = resolve_device(device)
+        if resolved.type == "cuda":
+            resolved = torch.device("cuda", local_rank)
+            torch.cuda.set_device(resolved)
+        if not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if resolved.type == "cuda" else "gloo")
+        return cls(rank=dist.get_rank(), world_size=dist.get_world_size(), device=resolved)
+
+    def wrap(self, model: nn.Module, mode: str = "ddp") -> nn.Module:
+        if not self.enabled:
+            return model
+        if mode == "fsdp":
+            from torch.distributed.fsdp import fully_shard
+
+            for layer in getattr(getattr(model, "decoder", None) or getattr(model, "encoder", model), "layers", []):
+                fully_shard(layer)  # shard block by block, then the rest
+            return fully_shard(model)
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+
+    def no_sync(self, wrapped: nn.Module):
+        """Skip the gradient all-reduce for a micro-batch that is not the step's last."""
+        if isinstance(wrapped, nn.parallel.DistributedDataParallel):
+            return wrapped.no_sync()
+        return contextlib.nullcontext()
+
+    def clip_grad_norm(self, wrapped: nn.Module, max_norm: float) -> None:
+        torch.nn.utils.clip_grad_norm_(wrapped.parameters(), max_norm)
+
+    def sum(self, value: torch.Tensor) -> torch.Tensor:
+        if self.enabled:
+            value = value.clone()
+            dist.all_reduce(value, op=dist.ReduceOp.SUM)
+        return value
+
+    def mean(self, value: torch.Tensor) -> torch.Tensor:
+        return self.sum(value) / self.world_size
+
+    def barrier(self) -> None:
+        if self.enabled:
+            dist.barrier()

@@ -1,0 +1,275 @@
+"""Pretraining: a corpus, a tokenizer trained on it, a registered model and objective, and the Trainer.
+
+``python -m minilm.train`` with no arguments pretrains a tiny GPT on the Gutenberg novels for a few minutes on a
+CPU and ends with the validation perplexity, a generated sample and the run directory. See ``--help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from minilm.data.errors import DataError
+from minilm.train import checkpoint as ckpt
+from minilm.train.config import ConfigError, read_toml, split_overrides, update
+from minilm.train.registry import MODELS, OBJECTIVES, get_model, get_objective
+from minilm.train.trainer import TrainConfig, Trainer, TrainingError
+
+BUILTIN_CORPORA = ("gutenberg", "wikitext", "tinyshakespeare")
+
+
+@dataclass
+class PretrainConfig:
+    model: str = "gpt"  # a registered model (see the list below)
+    size: str = "tiny"  # a size preset of the model (see the list below)
+    objective: str = "clm"  # a registered objective (see the list below)
+    corpus: str = "gutenberg"  # "gutenberg", "wikitext", "tinyshakespeare", or a .txt file or folder of .txt files
+    vocab_size: int = 8192  # size of the tokenizer trained on the corpus
+    seq_len: int = 128  # tokens per training example (at most the model's max_len)
+    validation_fraction: float = 0.05  # the last paragraphs of each document held out for validation
+    prompt: str = "It was"  # start of the sample generated at the end
+    sample_tokens: int = 60  # tokens of that sample (0: none)
+
+    def validate(self) -> None:
+        if self.seq_len < 1 or self.vocab_size < 1:
+            raise ConfigError("seq_len and vocab_size must be positive")
+        if not 0 < self.validation_fraction < 1:
+            raise ConfigError(f"validation_fraction must be between 0 and 1, got {self.validation_fraction}")
+
+
+DEFAULT_TRAIN = TrainConfig(max_steps=400, eval_every=200, save_every=200, lr=2e-3, warmup_steps=40)
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+
+def load_documents(corpus: str):
+    """The corpus as minilm.data Documents: a built-in corpus, or plain-text files (blank lines = paragraphs)."""
+    from minilm import data
+
+    if corpus == "gutenberg":
+        return data.load_gutenberg()
+    if corpus == "wikitext":
+        return data.load_wikitext("valid") + data.load_wikitext("test")
+    if corpus == "tinyshakespeare":
+        return [data.load_tiny_shakespeare()]
+    path = Path(corpus)
+    if not path.exists():
+        raise ConfigError(f"corpus {corpus!r} is neither one of {', '.join(BUILTIN_CORPORA)} nor an existing path")
+    files = sorted(path.rglob("*.txt")) if path.is_dir() else [path]
+    docs = []
+    for f in files:
+        paragraphs = [re.sub(r"\s+", " ", p).strip() for p in re.split(r"\n\s*\n", f.read_text(encoding="utf-8"))]
+        docs.append(data.Document(f.stem, [p for p in paragraphs if p]))
+    return docs
+
+
+def split_documents(docs, fraction: float) -> tuple[list[str], list[str]]:
+    """Train and validation texts: the last ``fraction`` of each document's paragraphs is held out."""
+    train, validation = [], []
+    for doc in docs:
+        n_val = max(1, round(len(doc.paragraphs) * fraction)) if len(doc.paragraphs) > 1 else 0
+        cut = len(doc.paragraphs) - n_val
+        train.append("\n\n".join(doc.paragraphs[:cut]))
+        validation.append("\n\n".join(doc.paragraphs[cut:]))
+    return [t for t in train if t], [v for v in validation if v]
+
+
+def token_stream(tokenizer, texts: list[str]) -> torch.Tensor:
+    """All texts' token ids in one 1-D tensor, each text followed by the end-of-text token."""
+    separator = [tokenizer.eos_id] if tokenizer.eos_id is not None else []
+    encodings = tokenizer.backend.encode_batch(texts, add_special_tokens=False)
+    return torch.tensor([i for e in encodings for i in (*e.ids, *separator)], dtype=torch.long)
+
+
+def build_tokenizer(job: PretrainConfig, family: str, train_texts: list[str], run_dir: Path | None):
+    from minilm.tokenizers import Tokenizer, train_tokenizer
+
+    saved = run_dir / "tokenizer" if run_dir is not None else None
+    if saved is not None and saved.exists():
+        return Tokenizer.load(saved)
+    tokenizer = train_tokenizer(train_texts, family=family, vocab_size=job.vocab_size)
+    if saved is not None:
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        tokenizer.save(saved)
+    return tokenizer
+
+
+# ---------------------------------------------------------------------------------------------- the job
+
+
+def build_model(job: PretrainConfig, model_overrides: dict, vocab_size: int):
+    entry = get_model(job.model)
+    if job.size not in entry.sizes:
+        raise ConfigError(f"model {job.model!r} has no size {job.size!r}; sizes: {', '.join(entry.sizes)}")
+    config = update(entry.config_class(), {**entry.sizes[job.size], "vocab_size": vocab_size}, "model")
+    config = update(config, model_overrides, "model")
+    max_len = getattr(config, "max_len", None)
+    if max_len is not None and job.seq_len > max_len:
+        raise ConfigError(
+            f"seq_len={job.seq_len} is longer than the model allows (max_len={max_len}); lower seq_len or set "
+            f"model.max_len={job.seq_len}"
+        )
+    return entry.build(config), config
+
+
+def run(job: PretrainConfig, train: TrainConfig, model_overrides: dict, resume: str | None = None) -> dict:
+    """Prepare data, tokenizer and model; train; print the perplexity, a sample and the run directory."""
+    entry, objective = get_model(job.model), get_objective(job.objective, job.model)
+    run_dir = Path(train.run_dir) if train.run_dir else None
+    docs = load_documents(job.corpus)
+    train_texts, val_texts = split_documents(docs, job.validation_fraction)
+    if not train_texts:
+        raise ConfigError(f"corpus {job.corpus!r} is empty: it holds no text to train on")
+    tokenizer = build_tokenizer(job, entry.tokenizer_family, train_texts, run_dir)
+    train_ids, val_ids = token_stream(tokenizer, train_texts), token_stream(tokenizer, val_texts)
+    try:
+        train_examples = objective.make_examples(train_ids, job.seq_len)
+        val_examples = objective.make_examples(val_ids, job.seq_len) if val_ids.numel() > job.seq_len else None
+    except ValueError as err:
+        raise ConfigError(f"corpus {job.corpus!r} is too small for seq_len={job.seq_len}: {err}") from None
+    model, model_config = build_model(job, model_overrides, tokenizer.vocab_size)
+    run_config = {"job": dataclasses.asdict(job), "model": dataclasses.asdict(model_config)}
+    trainer = Trainer(model, objective.loss, train_examples, train, eval_data=val_examples, run_config=run_config)
+    if resume:
+        step = trainer.resume(resume)
+        print(f"resumed from {resume} at step {step}")
+    if trainer.dist.is_main:
+        n_params = sum(p.numel() for p in model.parameters())
+        print(
+            f"{job.model} ({job.size}, {n_params / 1e6:.1f}M parameters) on {job.corpus}: "
+            f"{train_ids.numel():,} training tokens, {len(train_examples):,} examples of {job.seq_len} tokens; "
+            f"device {trainer.device}, {trainer.dtype}, {trainer.dist.world_size} process(es)"
+        )
+    start = time.perf_counter()
+    metrics = trainer.fit()
+    if trainer.dist.is_main:
+        report(job, trainer, tokenizer, metrics, time.perf_counter() - start)
+    return metrics
+
+
+def report(job: PretrainConfig, trainer: Trainer, tokenizer, metrics: dict, seconds: float) -> None:
+    if metrics:
+        print(f"validation loss {metrics['loss']:.3f}, perplexity {metrics['perplexity']:.1f} ({seconds:.0f} s)")
+    if job.sample_tokens and hasattr(trainer.model, "generate"):
+        prompt = torch.tensor([tokenizer.encode(job.prompt, add_special_tokens=False)], device=trainer.device)
+        room = getattr(trainer.model.config, "max_len", 1 << 30) - prompt.size(1)
+        trainer.model.eval()
+        ids = trainer.model.generate(
+            prompt,
+            max_new_tokens=min(job.sample_tokens, room),
+            temperature=0.8,
+            top_k=40,
+            generator=torch.Generator(trainer.device).manual_seed(0),
+        )
+        print("sample:", tokenizer.decode(ids[0].tolist()))
+    if trainer.run_dir is not None:
+        print(f"run directory: {trainer.run_dir}")
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+def field_help(cls) -> list[tuple[str, object, str]]:
+    """(name, default, the comment after the field in the source) for each field of a config dataclass."""
+    comments = dict(re.findall(r"^\s+(\w+):[^#\n]*#\s*(.*)$", inspect.getsource(cls), flags=re.M))
+    return [(f.name, f.default, comments.get(f.name, "")) for f in dataclasses.fields(cls)]
+
+
+def _options_text() -> str:
+    get_model("gpt")  # registers the built-ins
+    lines = ["settings (key=value; or in a TOML file under [job], [train] and [model]):"]
+    for title, cls, defaults in [("job", PretrainConfig, PretrainConfig()), ("train", TrainConfig, DEFAULT_TRAIN)]:
+        lines.append(f"  [{title}]")
+        for name, _, text in field_help(cls):
+            lines.append(f"    {name}={getattr(defaults, name)!s:<10} {text}")
+    lines.append("  [model] model.<key>=value overrides the size preset, e.g. model.n_layers=6:")
+    for name, entry in MODELS.items():
+        keys = ", ".join(f.name for f in dataclasses.fields(entry.config_class))
+        lines.append(f"    {name}: sizes {', '.join(entry.sizes)}; keys {keys}")
+    lines.append("objectives:")
+    for name, entry in OBJECTIVES.items():
+        lines.append(f"    {name} (models: {', '.join(entry.models)}): {entry.description}")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None):
+    parser = argparse.ArgumentParser(
+        prog="python -m minilm.train",
+        description="Pretrain a language model. With no arguments: a tiny GPT on the Gutenberg novels (a few "
+        "minutes on a CPU). Distributed: torchrun --nproc_per_node N -m minilm.train ...",
+        epilog=_options_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="settings, e.g. lr=3e-4 model.n_layers=6")
+    parser.add_argument("--config", help="a TOML file with [job], [train] and [model] tables")
+    parser.add_argument("--model", help="shorthand for model=...")
+    parser.add_argument("--objective", help="shorthand for objective=...")
+    parser.add_argument("--size", help="shorthand for size=...")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its latest checkpoint")
+    return parser.parse_args(argv)
+
+
+def resolve(args) -> tuple[PretrainConfig, TrainConfig, dict]:
+    """Defaults <- the resumed run's config <- the TOML file <- the command line."""
+    job, train, model = PretrainConfig(), DEFAULT_TRAIN, {}
+    layers = []
+    if args.resume:
+        saved = Path(args.resume) / "config.json"
+        if not saved.is_file():
+            raise ConfigError(f"--resume {args.resume}: no config.json there; give the run directory of a run")
+        layers.append(json.loads(saved.read_text()))
+    if args.config:
+        layers.append(read_toml(args.config))
+    cli = split_overrides(args.overrides)
+    for key in ("model", "objective", "size"):
+        if getattr(args, key):
+            cli.setdefault("", {})[key] = getattr(args, key)
+    job_keys = {f.name for f in dataclasses.fields(PretrainConfig)}
+    flat = cli.pop("", {})
+    layers.append(
+        {
+            "job": {k: v for k, v in flat.items() if k in job_keys},
+            "train": {k: v for k, v in flat.items() if k not in job_keys},
+            **cli,
+        }
+    )
+    for layer in layers:
+        unknown = set(layer) - {"job", "train", "model"}
+        if unknown:
+            raise ConfigError(f"unknown section(s) {', '.join(sorted(unknown))}: use [job], [train] and [model]")
+        job = update(job, layer.get("job", {}), "job")
+        train = update(train, layer.get("train", {}), "train")
+        model = {**model, **layer.get("model", {})}
+    if args.resume:
+        train = dataclasses.replace(train, run_dir=args.resume)
+    elif not train.run_dir:
+        train = dataclasses.replace(train, run_dir=f"runs/{job.model}-{job.objective}-{time.strftime('%Y%m%d-%H%M%S')}")
+    return job, train, model
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse_args(argv)
+        job, train, model_overrides = resolve(args)
+        latest = ckpt.find_checkpoint(args.resume) if args.resume else None
+        run(job, train, model_overrides, resume=latest)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (TrainingError, ckpt.CheckpointError, DataError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as err:
+        print(f"\n{err or 'interrupted'}", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,71 @@
+"""Models and pretraining objectives register themselves here, so ``python -m minilm.train --model X --objective Y``
+works for every pair without touching the training loop.
+
+A model entry says how to build the model from its config dataclass, its size presets and its tokenizer family.
+An objective entry says which models it suits, how to turn a token stream into training examples, and how to
+compute the loss of a batch. Later chapters add theirs with :func:`register_model` / :func:`register_objective`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from minilm.train.config import ConfigError, _suggest
+
+
+@dataclass
+class ModelEntry:
+    name: str
+    config_class: type  # a dataclass, e.g. GPTConfig; the CLI's model.<key>=value fills it
+    build: Callable[[object], nn.Module]  # config -> model
+    sizes: dict[str, dict] = field(default_factory=dict)  # preset name -> config overrides
+    tokenizer_family: str = "gpt2"  # minilm.tokenizers family trained for it
+
+
+@dataclass
+class ObjectiveEntry:
+    name: str
+    models: tuple[str, ...]  # model names it can train
+    make_examples: Callable[[torch.Tensor, int], torch.Tensor]  # (token stream, seq_len) -> examples
+    loss: Callable  # (model, batch) -> LossOutput
+    description: str = ""
+
+
+MODELS: dict[str, ModelEntry] = {}
+OBJECTIVES: dict[str, ObjectiveEntry] = {}
+
+
+def register_model(entry: ModelEntry) -> ModelEntry:
+    MODELS[entry.name] = entry
+    return entry
+
+
+def register_objective(entry: ObjectiveEntry) -> ObjectiveEntry:
+    OBJECTIVES[entry.name] = entry
+    return entry
+
+
+def get_model(name: str) -> ModelEntry:
+    _register_builtins()
+    if name not in MODELS:
+        raise ConfigError(f"unknown model {name!r}{_suggest(name, list(MODELS))}")
+    return MODELS[name]
+
+
+def get_objective(name: str, model: str | None = None) -> ObjectiveEntry:
+    _register_builtins()
+    if name not in OBJECTIVES:
+        raise ConfigError(f"unknown objective {name!r}{_suggest(name, list(OBJECTIVES))}")
+    entry = OBJECTIVES[name]
+    if model is not None and model not in entry.models:
+        raise ConfigError(f"objective {name!r} trains {', '.join(entry.models)}, not model {model!r}")
+    return entry
+
+
+def _register_builtins() -> None:
+    """Import the modules that register the built-in models and objectives (on first use: keeps import cheap)."""
+    import minilm.train.builtins  # noqa: F401
