@@ -13,16 +13,23 @@ def reproducible(seed: int = 0, threads: int = 1) -> None:
     of floating-point sums, so chapters pin it (1 thread is also the fastest choice inside a notebook kernel on
     a small machine where pytest competes for the cores).
     """
-    import numpy as np
     import torch
 
     # Threads that spin while waiting steal the only other core from pytest; this must be set before the
     # OpenMP runtime starts, so it only helps when called before torch runs its first parallel op.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    seed_all(seed)
+    torch.set_num_threads(threads)
+
+
+def seed_all(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's generators (CPU and every GPU)."""
+    import numpy as np
+    import torch
+
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    torch.set_num_threads(threads)
 
 
 def count_parameters(module, trainable_only: bool = False) -> int:

@@ -23,6 +23,7 @@ from minilm.train import checkpoint as ckpt
 from minilm.train.config import ConfigError, read_toml, split_overrides, update
 from minilm.train.registry import MODELS, OBJECTIVES, get_model, get_objective
 from minilm.train.trainer import TrainConfig, Trainer, TrainingError
+from minilm.utils import seed_all
 
 BUILTIN_CORPORA = ("gutenberg", "wikitext", "tinyshakespeare")
 
@@ -137,6 +138,7 @@ def run(job: PretrainConfig, train: TrainConfig, model_overrides: dict, resume: 
         val_examples = objective.make_examples(val_ids, job.seq_len) if val_ids.numel() > job.seq_len else None
     except ValueError as err:
         raise ConfigError(f"corpus {job.corpus!r} is too small for seq_len={job.seq_len}: {err}") from None
+    seed_all(train.seed)  # the same initial weights in every process and every rerun
     model, model_config = build_model(job, model_overrides, tokenizer.vocab_size)
     run_config = {"job": dataclasses.asdict(job), "model": dataclasses.asdict(model_config)}
     trainer = Trainer(model, objective.loss, train_examples, train, eval_data=val_examples, run_config=run_config)

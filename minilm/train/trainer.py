@@ -303,22 +303,29 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> dict:
-        """Mean loss over ``eval_batches`` batches of the eval data (the same batches every time)."""
+        """Mean loss per example over the first ``eval_batches`` global batches of the eval data.
+
+        Each global batch is split over the processes (and into micro-batches) as in training, and the loss is
+        weighted by examples, so the result does not depend on the number of processes.
+        """
         if self.eval_data is None or len(self.eval_data) == 0:
             return {}
         self.model.eval()
-        per_batch = max(1, self.config.batch_size // (self.dist.world_size * self.config.grad_accum))
-        n_batches = math.ceil(len(self.eval_data) / per_batch)
+        size, micro = self.config.batch_size, self.config.batch_size // (self.dist.world_size * self.config.grad_accum)
+        n_batches = math.ceil(len(self.eval_data) / size)
         if self.config.eval_batches:
             n_batches = min(n_batches, self.config.eval_batches)
-        losses = []
-        for b in range(self.dist.rank, n_batches, self.dist.world_size):
-            chunk = range(b * per_batch, min((b + 1) * per_batch, len(self.eval_data)))
+        mine = [i for b in range(n_batches) for i in range(b * size, min((b + 1) * size, len(self.eval_data)))]
+        mine = mine[self.dist.rank :: self.dist.world_size]
+        total = torch.zeros(2, device=self.device)  # (sum of loss x examples, examples)
+        for start in range(0, len(mine), micro):
+            chunk = mine[start : start + micro]
             batch = to_device(self.collate([self.eval_data[i] for i in chunk]), self.device)
             with self._autocast():
-                losses.append(self.loss_fn(self.model, batch).loss.float())
-        local = torch.stack(losses).sum() if losses else torch.zeros((), device=self.device)
-        loss = (self.dist.sum(local) / n_batches).item()
+                loss = self.loss_fn(self.model, batch).loss.float()
+            total += torch.stack([loss * len(chunk), torch.tensor(float(len(chunk)), device=self.device)])
+        loss_sum, count = self.dist.sum(total).tolist()
+        loss = loss_sum / count
         metrics = {"step": self.step, "split": "validation", "loss": loss, "perplexity": math.exp(min(loss, 50))}
         self._log(metrics)
         if self.on_eval is not None and self.dist.is_main:
