@@ -218,7 +218,7 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--objective", help="shorthand for objective=...")
     parser.add_argument("--size", help="shorthand for size=...")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its latest checkpoint")
-    return parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)  # key=value pairs may come before and after options
 
 
 def resolve(args) -> tuple[PretrainConfig, TrainConfig, dict]:
