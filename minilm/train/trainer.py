@@ -216,6 +216,11 @@ class Trainer:
                 f"batch_size={config.batch_size} must be divisible by processes x grad_accum = "
                 f"{self.dist.world_size} x {config.grad_accum}"
             )
+        if self.dist.enabled and config.distributed == "fsdp" and config.run_dir:
+            raise ConfigError(
+                "distributed=fsdp trains, but cannot write checkpoints yet (they need the sharded weights gathered); "
+                "run it with run_dir='' or use distributed=ddp"
+            )
         if config.threads:
             torch.set_num_threads(config.threads)
         self.device = self.dist.device
