@@ -2,10 +2,12 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
+import safetensors.torch
 
 from minilm.train.trainer import read_metrics
 
@@ -50,7 +52,9 @@ def single(tmp_path_factory):
     return train(tmp_path_factory.mktemp("single") / "run")[0]
 
 
-@pytest.mark.parametrize("extra", [(), ("grad_accum=2",)], ids=["ddp", "ddp+accumulation"])
+@pytest.mark.parametrize(
+    "extra", [(), ("grad_accum=2",), ("distributed=fsdp",)], ids=["ddp", "ddp+accumulation", "fsdp"]
+)
 def test_two_processes_log_the_losses_of_one(single, tmp_path, extra):
     ddp, stdout = train(tmp_path / "run", *extra, processes=2)
     assert "2 process(es)" in stdout
@@ -60,3 +64,17 @@ def test_two_processes_log_the_losses_of_one(single, tmp_path, extra):
     # Only rank 0 writes: one log line per step, one checkpoint.
     assert [e["step"] for e in ddp if e["split"] == "train"] == list(range(1, 7))
     assert json.loads((tmp_path / "run" / "checkpoints" / "step_00000006" / "meta.json").read_text())["step"] == 6
+
+
+def test_fsdp_checkpoints_resume_where_a_crashed_run_stopped(single, tmp_path):
+    run_dir = tmp_path / "run"
+    train(run_dir, "distributed=fsdp", "save_every=3", processes=2)
+    # Simulate a crash right after the step-3 checkpoint: drop what came later.
+    checkpoints = run_dir / "checkpoints"
+    shutil.rmtree(checkpoints / "step_00000006")
+    (checkpoints / "latest").write_text("step_00000003")
+    resumed, stdout = train(run_dir, "distributed=fsdp", "--resume", str(run_dir), processes=2)
+    assert "resumed from" in stdout and "at step 3" in stdout
+    assert losses(resumed, "train") == pytest.approx(losses(single, "train"), rel=1e-5)
+    weights = safetensors.torch.load_file(checkpoints / "step_00000006" / "model.safetensors")
+    assert weights["embedding.token.weight"].shape == (400, 32)  # full tensors, not one process's shard

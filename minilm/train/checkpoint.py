@@ -166,26 +166,31 @@ def save_checkpoint(
     trainer_state: dict | None = None,
     config: dict | None = None,
     keep_last: int | None = 3,
+    model_state: dict | None = None,
+    optimizer_state: dict | None = None,
 ) -> Path:
     """Write ``run_dir/checkpoints/step_{step:08d}`` atomically, point ``latest`` at it, prune old ones.
 
     ``trainer_state`` carries what the trainer needs to continue (step, epoch, data position…) and ``config`` the
     run's configuration (stored in meta.json, so JSON types). ``keep_last=None`` keeps every checkpoint; pruning
     removes the lowest steps and never the one just written. Returns the new checkpoint directory.
+    ``model_state`` / ``optimizer_state`` replace ``model.state_dict()`` / ``optimizer.state_dict()``: a sharded
+    (FSDP) run gathers full state dicts on every process and passes them to the process that saves.
     """
     if keep_last is not None and keep_last < 1:
         raise ValueError(f"keep_last must be at least 1 (or None to keep all), got {keep_last}")
     root = Path(run_dir) / CHECKPOINTS
     final = root / _step_name(step)
     state = {
-        "optimizer": _state_dict_or_none(optimizer),
+        "optimizer": optimizer_state if optimizer_state is not None else _state_dict_or_none(optimizer),
         "scheduler": _state_dict_or_none(scheduler),
         "scaler": _state_dict_or_none(scaler),
         "rng": capture_rng_state(),
         "trainer": trainer_state if trainer_state is not None else {},
     }
     _require_weights_only_loadable(state, step)
-    _write_checkpoint_dir(root, final, step, model, state, config)
+    weights = model_state if model_state is not None else model.state_dict()
+    _write_checkpoint_dir(root, final, step, model, weights, state, config)
     _write_latest(root, final, step)
     if keep_last is not None:
         _prune(root, keep_last, final)
@@ -228,7 +233,9 @@ def _first_unsafe(value: Any, path: str) -> tuple[str, Any] | None:
     return None
 
 
-def _write_checkpoint_dir(root: Path, final: Path, step: int, model: nn.Module, state: dict, config: dict | None):
+def _write_checkpoint_dir(
+    root: Path, final: Path, step: int, model: nn.Module, weights: dict, state: dict, config: dict | None
+):
     """Write the three files into a temporary directory and rename it to ``final``; on failure leave no trace."""
     previous = _latest_or_none(root)
     tmp = root / f"{TMP_PREFIX}{final.name}"
@@ -236,9 +243,9 @@ def _write_checkpoint_dir(root: Path, final: Path, step: int, model: nn.Module, 
         root.mkdir(parents=True, exist_ok=True)
         _remove_temporaries(root)
         tmp.mkdir()
-        files = {MODEL_FILE: _write_file(tmp / MODEL_FILE, _weights_bytes(model))}
+        files = {MODEL_FILE: _write_file(tmp / MODEL_FILE, _weights_bytes(weights))}
         files[STATE_FILE] = _write_file(tmp / STATE_FILE, _state_bytes(state))
-        _write_file(tmp / META_FILE, _meta_bytes(step, model, config, files))
+        _write_file(tmp / META_FILE, _meta_bytes(step, model, weights, config, files))
         _fsync_dir(tmp)
         _rename_into_place(tmp, final)
         _fsync_dir(root)
@@ -263,10 +270,10 @@ def _remove_temporaries(root: Path) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
-def _weights_bytes(model: nn.Module) -> bytes:
+def _weights_bytes(weights: dict) -> bytes:
     """The state dict as safetensors, each tied tensor once (``load_model`` re-ties the aliases on load)."""
     tensors, seen = {}, set()
-    for name, tensor in model.state_dict().items():
+    for name, tensor in weights.items():
         identity = (tensor.device, tensor.data_ptr(), tensor.dtype, tuple(tensor.shape), tensor.stride())
         if identity not in seen:
             seen.add(identity)
@@ -280,17 +287,17 @@ def _state_bytes(state: dict) -> bytes:
     return buffer.getvalue()
 
 
-def _meta_bytes(step: int, model: nn.Module, config: dict | None, files: dict) -> bytes:
+def _meta_bytes(step: int, model: nn.Module, weights: dict, config: dict | None, files: dict) -> bytes:
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "step": step,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "model_class": type(model).__name__,
+        "model_class": _class_name(model),
         "model_config": _model_config(model),
         "vocab_size": _vocab_size(model),
         "config": config,
-        "tensors": _tensor_shapes(model),
+        "tensors": {name: list(tensor.shape) for name, tensor in weights.items()},
         "files": files,
         "torch_version": torch.__version__,
     }
@@ -462,6 +469,28 @@ def _vocab_size(model: nn.Module) -> int | None:
     return None if embedding is None else embedding.num_embeddings
 
 
+def _is_sharded(model: nn.Module) -> bool:
+    """Whether FSDP (``fully_shard``) manages the model: its tensors are then shards of the full ones."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+def _class_name(model: nn.Module) -> str:
+    """The model's own class name; FSDP wraps it in a generated subclass called ``FSDP<name>``."""
+    if _is_sharded(model):
+        from torch.distributed.fsdp import FSDPModule
+
+        return next(c for c in type(model).__mro__ if FSDPModule not in c.__mro__).__name__
+    return type(model).__name__
+
+
+def _full_state_options(strict: bool = True):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, strict=strict)
+
+
 def _tensor_shapes(model: nn.Module) -> dict[str, list[int]]:
     return {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
 
@@ -497,7 +526,7 @@ def load_checkpoint(
     _load_model_file(checkpoint, model, strict, map_location)
     for name, component in components.items():
         if component is not None:
-            _load_component(checkpoint, name, component, state[name])
+            _load_component(checkpoint, name, component, state[name], model)
     if restore_rng:
         restore_rng_state(state["rng"])
     return state["trainer"]
@@ -526,7 +555,7 @@ def _check_compatible(checkpoint: Path, meta: dict, model: nn.Module, strict: bo
     if strict:
         problems += _name_mismatches("this model has tensors the checkpoint lacks", here.keys() - saved.keys())
         problems += _name_mismatches("the checkpoint has tensors this model lacks", saved.keys() - here.keys())
-        if meta["model_class"] != type(model).__name__ and not problems:
+        if meta["model_class"] != _class_name(model) and not problems:
             problems.append("the model classes differ")
     elif not saved.keys() & here.keys():
         problems.append("they have no tensor names in common")
@@ -534,7 +563,7 @@ def _check_compatible(checkpoint: Path, meta: dict, model: nn.Module, strict: bo
         saved_as = _describe(meta["model_class"], meta["vocab_size"])
         raise CheckpointError(
             f"checkpoint {checkpoint} was saved from {saved_as}; this model is "
-            f"{_describe(type(model).__name__, _vocab_size(model))} — {'; '.join(problems)}. Build the model "
+            f"{_describe(_class_name(model), _vocab_size(model))} — {'; '.join(problems)}. Build the model "
             f"from the checkpoint's model_config (in {META_FILE}), or load a checkpoint saved from this model"
         )
 
@@ -607,6 +636,12 @@ def _check_components(checkpoint: Path, state: dict, components: dict) -> None:
 
 def _load_model_file(checkpoint: Path, model: nn.Module, strict: bool, map_location: str | torch.device) -> None:
     try:
+        if _is_sharded(model):  # every process reads the full tensors and keeps its shards
+            from torch.distributed.checkpoint.state_dict import set_model_state_dict
+
+            weights = safetensors.torch.load_file(checkpoint / MODEL_FILE, device=str(map_location))
+            set_model_state_dict(model, weights, options=_full_state_options(strict))
+            return
         safetensors.torch.load_model(model, checkpoint / MODEL_FILE, strict=strict, device=str(map_location))
     except Exception as error:
         raise CheckpointError(
@@ -616,8 +651,13 @@ def _load_model_file(checkpoint: Path, model: nn.Module, strict: bool, map_locat
         ) from error
 
 
-def _load_component(checkpoint: Path, name: str, component: Any, state: dict) -> None:
+def _load_component(checkpoint: Path, name: str, component: Any, state: dict, model: nn.Module) -> None:
     try:
+        if name == "optimizer" and _is_sharded(model):
+            from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
+            set_optimizer_state_dict(model, component, state, options=_full_state_options())
+            return
         component.load_state_dict(state)
     except Exception as error:
         raise CheckpointError(

@@ -62,6 +62,24 @@ class DistributedContext:
         device_ids = [self.device.index] if self.device.type == "cuda" else None
         return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
 
+    def full_state_dicts(self, model: nn.Module, optimizer) -> tuple[dict | None, dict | None]:
+        """Under FSDP, gather the full model and optimizer state dicts (on CPU, in rank 0); else (None, None).
+
+        A collective: every process must call it.
+        """
+        from torch.distributed.fsdp import FSDPModule
+
+        if not isinstance(model, FSDPModule):
+            return None, None
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_model_state_dict,
+            get_optimizer_state_dict,
+        )
+
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return get_model_state_dict(model, options=options), get_optimizer_state_dict(model, optimizer, options=options)
+
     def no_sync(self, wrapped: nn.Module):
         """Skip the gradient all-reduce for a micro-batch that is not the step's last."""
         if isinstance(wrapped, nn.parallel.DistributedDataParallel):

@@ -216,11 +216,6 @@ class Trainer:
                 f"batch_size={config.batch_size} must be divisible by processes x grad_accum = "
                 f"{self.dist.world_size} x {config.grad_accum}"
             )
-        if self.dist.enabled and config.distributed == "fsdp" and config.run_dir:
-            raise ConfigError(
-                "distributed=fsdp trains, but cannot write checkpoints yet (they need the sharded weights gathered); "
-                "run it with run_dir='' or use distributed=ddp"
-            )
         if config.threads:
             torch.set_num_threads(config.threads)
         self.device = self.dist.device
@@ -230,7 +225,9 @@ class Trainer:
         self.run_config = run_config or {}
         self.run_dir = Path(config.run_dir) if config.run_dir else None
 
-        self.model = model.to(self.device)  # the plain module: checkpoints and evaluation use it
+        self.model = model.to(self.device)  # the module itself (FSDP shards it in place); evaluation uses it
+        # Wrap before building the optimizer: FSDP replaces the parameters with sharded ones.
+        self.wrapped = self.dist.wrap(self.model, config.distributed)
         self.optimizer = torch.optim.AdamW(
             parameter_groups(self.model, config.weight_decay),
             lr=config.lr,
@@ -239,7 +236,6 @@ class Trainer:
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(config))
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
-        self.wrapped = self.dist.wrap(self.model, config.distributed)
         if config.compile:
             self.wrapped = torch.compile(self.wrapped)
         self.order = BatchOrder(len(train_data), config.batch_size, config.seed)
@@ -340,9 +336,12 @@ class Trainer:
     # -------------------------------------------------------------------------------------- checkpoints
 
     def save(self) -> Path | None:
-        """Write a checkpoint of the current step (rank 0 only; atomic, older ones pruned)."""
+        """Write a checkpoint of the current step (rank 0 writes; atomic, older ones pruned)."""
         path = None
-        if self.run_dir is not None and self.dist.is_main:
+        if self.run_dir is None:
+            return None
+        model_state, optimizer_state = self.dist.full_state_dicts(self.model, self.optimizer)
+        if self.dist.is_main:
             path = ckpt.save_checkpoint(
                 self.run_dir,
                 self.step,
@@ -353,6 +352,8 @@ class Trainer:
                 trainer_state={"step": self.step},  # the data position: batches are a function of the step
                 config=self.run_config_dict(),
                 keep_last=self.config.keep_last,
+                model_state=model_state,
+                optimizer_state=optimizer_state,
             )
         self.dist.barrier()
         return path
