@@ -63,7 +63,7 @@ def test_a_toml_config_with_overrides(tmp_path, capsys):
     [
         (["--model", "bret"], "unknown model 'bret'"),
         (["--objective", "mlmm"], "unknown objective 'mlmm'"),
-        (["learning_rate=1"], "unknown train key 'learning_rate'"),
+        (["learning_rate=1"], "unknown key 'learning_rate'"),
         (["max_steps=ten"], "'max_steps' expects int"),
         (["precision=fp8"], "precision='fp8' is not one of"),
         (["model.n_layer=2"], "unknown model key 'n_layer'; did you mean 'n_layers'"),

@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
-import json
 import re
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from minilm.data.errors import DataError
 from minilm.train import checkpoint as ckpt
-from minilm.train.config import ConfigError, read_toml, split_overrides, update
-from minilm.train.registry import MODELS, OBJECTIVES, get_model, get_objective
-from minilm.train.trainer import TrainConfig, Trainer, TrainingError
+from minilm.train.cli import command_line_layer, exit_code, models_help, resolve_layers, settings_help
+from minilm.train.config import ConfigError, update
+from minilm.train.registry import OBJECTIVES, get_model, get_objective
+from minilm.train.trainer import TrainConfig, Trainer
 from minilm.utils import seed_all
 
 BUILTIN_CORPORA = ("gutenberg", "wikitext", "tinyshakespeare")
@@ -47,6 +44,7 @@ class PretrainConfig:
             raise ConfigError(f"validation_fraction must be between 0 and 1, got {self.validation_fraction}")
 
 
+SHORTHANDS = ("model", "objective", "size")  # --model X is model=X
 DEFAULT_TRAIN = TrainConfig(max_steps=400, eval_every=200, save_every=200, lr=2e-3, warmup_steps=40)
 
 
@@ -181,23 +179,8 @@ def report(job: PretrainConfig, trainer: Trainer, tokenizer, metrics: dict, seco
 # ---------------------------------------------------------------------------------------------- CLI
 
 
-def field_help(cls) -> list[tuple[str, object, str]]:
-    """(name, default, the comment after the field in the source) for each field of a config dataclass."""
-    comments = dict(re.findall(r"^\s+(\w+):[^#\n]*#\s*(.*)$", inspect.getsource(cls), flags=re.M))
-    return [(f.name, f.default, comments.get(f.name, "")) for f in dataclasses.fields(cls)]
-
-
 def _options_text() -> str:
-    get_model("gpt")  # registers the built-ins
-    lines = ["settings (key=value; or in a TOML file under [job], [train] and [model]):"]
-    for title, cls, defaults in [("job", PretrainConfig, PretrainConfig()), ("train", TrainConfig, DEFAULT_TRAIN)]:
-        lines.append(f"  [{title}]")
-        for name, _, text in field_help(cls):
-            lines.append(f"    {name}={getattr(defaults, name)!s:<10} {text}")
-    lines.append("  [model] model.<key>=value overrides the size preset, e.g. model.n_layers=6:")
-    for name, entry in MODELS.items():
-        keys = ", ".join(f.name for f in dataclasses.fields(entry.config_class))
-        lines.append(f"    {name}: sizes {', '.join(entry.sizes)}; keys {keys}")
+    lines = settings_help([("job", PretrainConfig()), ("train", DEFAULT_TRAIN)]) + models_help("")
     lines.append("objectives:")
     for name, entry in OBJECTIVES.items():
         lines.append(f"    {name} (models: {', '.join(entry.models)}): {entry.description}")
@@ -214,64 +197,27 @@ def parse_args(argv: list[str] | None):
     )
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="settings, e.g. lr=3e-4 model.n_layers=6")
     parser.add_argument("--config", help="a TOML file with [job], [train] and [model] tables")
-    parser.add_argument("--model", help="shorthand for model=...")
-    parser.add_argument("--objective", help="shorthand for objective=...")
-    parser.add_argument("--size", help="shorthand for size=...")
+    for key in SHORTHANDS:
+        parser.add_argument(f"--{key}", help=f"shorthand for {key}=...")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its latest checkpoint")
     return parser.parse_intermixed_args(argv)  # key=value pairs may come before and after options
 
 
 def resolve(args) -> tuple[PretrainConfig, TrainConfig, dict]:
-    """Defaults <- the resumed run's config <- the TOML file <- the command line."""
-    job, train, model = PretrainConfig(), DEFAULT_TRAIN, {}
-    layers = []
-    if args.resume:
-        saved = Path(args.resume) / "config.json"
-        if not saved.is_file():
-            raise ConfigError(f"--resume {args.resume}: no config.json there; give the run directory of a run")
-        layers.append(json.loads(saved.read_text()))
-    if args.config:
-        layers.append(read_toml(args.config))
-    cli = split_overrides(args.overrides)
-    for key in ("model", "objective", "size"):
-        if getattr(args, key):
-            cli.setdefault("", {})[key] = getattr(args, key)
-    job_keys = {f.name for f in dataclasses.fields(PretrainConfig)}
-    flat = cli.pop("", {})
-    layers.append(
-        {
-            "job": {k: v for k, v in flat.items() if k in job_keys},
-            "train": {k: v for k, v in flat.items() if k not in job_keys},
-            **cli,
-        }
-    )
-    for layer in layers:
-        unknown = set(layer) - {"job", "train", "model"}
-        if unknown:
-            raise ConfigError(f"unknown section(s) {', '.join(sorted(unknown))}: use [job], [train] and [model]")
-        job = update(job, layer.get("job", {}), "job")
-        train = update(train, layer.get("train", {}), "train")
-        model = {**model, **layer.get("model", {})}
-    if args.resume:
-        train = dataclasses.replace(train, run_dir=args.resume)
-    elif not train.run_dir:
+    """(job, train, model overrides): defaults <- the resumed run's config <- the TOML file <- the command line."""
+    job, train = PretrainConfig(), DEFAULT_TRAIN
+    shorthands = {key: getattr(args, key) for key in SHORTHANDS}
+    layer = command_line_layer(args.overrides, shorthands, job, train)
+    job, train, model = resolve_layers(job, train, args.resume, args.config, layer)
+    if not train.run_dir:
         train = dataclasses.replace(train, run_dir=f"runs/{job.model}-{job.objective}-{time.strftime('%Y%m%d-%H%M%S')}")
     return job, train, model
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
+    def pretrain():
         args = parse_args(argv)
         job, train, model_overrides = resolve(args)
-        latest = ckpt.find_checkpoint(args.resume) if args.resume else None
-        run(job, train, model_overrides, resume=latest)
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except (TrainingError, ckpt.CheckpointError, DataError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt as err:
-        print(f"\n{err or 'interrupted'}", file=sys.stderr)
-        return 130
-    return 0
+        run(job, train, model_overrides, resume=ckpt.find_checkpoint(args.resume) if args.resume else None)
+
+    return exit_code(pretrain)
