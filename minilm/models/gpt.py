@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from minilm.nn import BlockConfig, TransformerDecoder, TransformerEmbedding, padding_mask
+from minilm.nn import BlockConfig, TransformerDecoder, TransformerEmbedding, TransformerOutput, padding_mask
 
 
 @dataclass
@@ -77,14 +77,10 @@ class GPT(nn.Module):
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, std=0.02)
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        cache=None,
-        output_hidden_states: bool = False,
-    ):
-        """input_ids (B, T) -> logits (B, T, V); with ``output_hidden_states`` also the TransformerOutput.
+    def features(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, cache=None, output_hidden_states: bool = False
+    ) -> TransformerOutput:
+        """input_ids (B, T) -> the decoder's TransformerOutput (last_hidden_state (B, T, C)), without the LM head.
 
         ``attention_mask`` (B, T_total) 0/1 hides padding (left padding for batched prompts); ``cache`` from
         :meth:`new_cache` makes ``input_ids`` only the new positions.
@@ -100,7 +96,17 @@ class GPT(nn.Module):
             position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, past:]
         x = self.embedding(input_ids, position_ids=position_ids, past_length=past)  # (B, T, C)
         mask = padding_mask(attention_mask) if attention_mask is not None else None  # (B, 1, 1, T_total)
-        out = self.decoder(x, mask=mask, cache=cache, output_hidden_states=output_hidden_states)
+        return self.decoder(x, mask=mask, cache=cache, output_hidden_states=output_hidden_states)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        cache=None,
+        output_hidden_states: bool = False,
+    ):
+        """input_ids (B, T) -> next-token logits (B, T, V); with ``output_hidden_states`` also the TransformerOutput."""
+        out = self.features(input_ids, attention_mask, cache, output_hidden_states)
         logits = self.lm_head(out.last_hidden_state)  # (B, T, V)
         return (logits, out) if output_hidden_states else logits
 

@@ -2,6 +2,8 @@
 works for every pair without touching the training loop.
 
 A model entry says how to build the model from its config dataclass, its size presets and its tokenizer family.
+A registered model keeps one contract: ``features(input_ids, attention_mask=None, ...) -> TransformerOutput``
+(hidden states, no output head), which fine-tuning builds on, and a ``config`` dataclass.
 An objective entry says which models it suits, how to turn a token stream into training examples, and how to
 compute the loss of a batch. Later chapters add theirs with :func:`register_model` / :func:`register_objective`.
 """

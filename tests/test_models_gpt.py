@@ -1,0 +1,82 @@
+"""GPT: GPT-2 parameter counts, tied head, causality, cached generation, left padding, clear errors."""
+
+import pytest
+import torch
+
+from minilm.models.gpt import GPT, GPT_PRESETS, GPTConfig
+from minilm.utils import count_parameters
+
+SMALL = GPTConfig(vocab_size=64, max_len=32, n_layers=2, n_heads=2, d_model=32, dropout=0.0)
+
+
+PAPER_MILLIONS = [("gpt2", 124), ("gpt2-medium", 355), ("gpt2-large", 774), ("gpt2-xl", 1558)]
+
+
+@pytest.mark.parametrize("size, millions", PAPER_MILLIONS)
+def test_gpt2_parameter_counts_equal_transformers(size, millions):
+    transformers = pytest.importorskip("transformers")
+    preset = GPT_PRESETS[size]
+    reference = transformers.GPT2Config(n_layer=preset["n_layers"], n_head=preset["n_heads"], n_embd=preset["d_model"])
+    with torch.device("meta"):
+        ours = count_parameters(GPT(GPTConfig(**preset)))
+        theirs = count_parameters(transformers.GPT2LMHeadModel(reference))
+    assert ours == theirs
+    assert round(ours / 1e6) == millions
+
+
+def test_features_are_the_hidden_states_under_the_tied_head():
+    model = GPT(SMALL).eval()
+    ids = torch.randint(0, 64, (2, 10))
+    logits, out = model(ids, output_hidden_states=True)
+    assert torch.equal(model.features(ids).last_hidden_state, out.last_hidden_state)
+    assert torch.allclose(logits, out.last_hidden_state @ model.embedding.token.weight.T, atol=1e-6)
+    assert len(out.hidden_states) == SMALL.n_layers + 1
+
+
+def test_no_position_sees_the_future():
+    model = GPT(SMALL).eval()
+    ids = torch.randint(0, 64, (1, 12))
+    changed = ids.clone()
+    changed[0, 7:] = (changed[0, 7:] + 1) % 64
+    assert torch.allclose(model(ids)[:, :7], model(changed)[:, :7], atol=1e-6)
+    assert not torch.allclose(model(ids)[:, 7:], model(changed)[:, 7:])
+
+
+def test_cached_greedy_generation_equals_recomputing():
+    model = GPT(SMALL).eval()
+    prompt = torch.randint(0, 64, (2, 5))
+    generated = model.generate(prompt, max_new_tokens=8, temperature=0)
+    ids = prompt
+    for _ in range(8):
+        ids = torch.cat([ids, model(ids)[:, -1:].argmax(-1)], dim=1)
+    assert torch.equal(generated, ids)
+
+
+def test_left_padding_does_not_change_the_real_tokens_outputs():
+    model = GPT(SMALL).eval()
+    ids = torch.randint(1, 64, (1, 6))
+    padded = torch.cat([torch.zeros(1, 3, dtype=torch.long), ids], dim=1)
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1, 1]])
+    assert torch.allclose(model(padded, attention_mask=mask)[:, 3:], model(ids), atol=1e-5)
+
+
+def test_sampling_is_seeded_and_top_k_restricts_the_choice():
+    model = GPT(SMALL).eval()
+    prompt = torch.randint(0, 64, (1, 3))
+    a = model.generate(prompt, 6, temperature=1.0, top_k=5, generator=torch.Generator().manual_seed(1))
+    b = model.generate(prompt, 6, temperature=1.0, top_k=5, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(a, b)
+    first = model(prompt)[0, -1].topk(5).indices
+    assert a[0, 3] in first
+
+
+def test_clear_errors():
+    model = GPT(SMALL).eval()
+    with pytest.raises(ValueError, match="longer than the model's context of 32"):
+        model(torch.zeros(1, 33, dtype=torch.long))
+    with pytest.raises(ValueError, match="prompt is empty"):
+        model.generate(torch.zeros(1, 0, dtype=torch.long), 3)
+    with pytest.raises(ValueError, match="exceeds the context of 32"):
+        model.generate(torch.zeros(1, 30, dtype=torch.long), 5)
+    with pytest.raises(ValueError, match="temperature must be >= 0"):
+        model.generate(torch.zeros(1, 2, dtype=torch.long), 2, temperature=-1)
