@@ -1,0 +1,201 @@
+"""``python -m minilm.finetune``: fine-tune a pretrained (or fresh) model on a task, score it, tabulate runs.
+
+    python -m minilm.finetune --task mrpc --pretrained runs/gpt-clm-20250101-120000 lr=5e-5 max_steps=500
+    python -m minilm.finetune --task sst2 max_train_examples=2000          # from scratch: a baseline
+    python -m minilm.finetune table runs/                                   # GLUE-style table of finished runs
+
+A run writes, in its run directory: config.json, metrics.jsonl (training and validation loss), checkpoints/,
+tokenizer/ and results.json = {task, split, metrics, n_examples, name, model, pretrained, step, config}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from minilm.data.errors import DataError
+from minilm.data.tasks import TASKS, load_task
+from minilm.finetune import model as bodies
+from minilm.finetune.config import DEFAULT_TRAIN, SHORTHANDS, FinetuneConfig, resolve
+from minilm.finetune.model import FinetuneModel, auto_pooling, finetune_loss, hidden_size
+from minilm.finetune.table import RESULTS_FILE, find_results, glue_table
+from minilm.finetune.tasks import Encoder, Feature, TaskKind, task_kind
+from minilm.train import checkpoint as ckpt
+from minilm.train.cli import exit_code, models_help, settings_help
+from minilm.train.trainer import TrainConfig, Trainer, atomic_write_text, to_device
+
+EVAL_SEED = 0  # the evaluation sample is the same for every run, whatever its training seed
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+
+def sample(examples: list, n: int, seed: int) -> list:
+    """``n`` examples drawn with ``seed``, in their original order (all of them when n is 0)."""
+    if not n or n >= len(examples):
+        return examples
+    return [examples[i] for i in sorted(random.Random(seed).sample(range(len(examples)), n))]
+
+
+def load_examples(kind: TaskKind, split: str, n: int, seed: int) -> list:
+    examples = sample(load_task(kind.info.name, split), n, seed)
+    if not examples:
+        raise DataError(f"task {kind.info.name!r} has no {split} examples")
+    kind.check(examples, split)
+    return examples
+
+
+@torch.no_grad()
+def predict(model: FinetuneModel, features: list[Feature], batch_size: int, device, dtype) -> list:
+    """The kind's prediction for every feature, in order (evaluation mode, no gradients)."""
+    model.eval()
+    predictions = []
+    for i in range(0, len(features), batch_size):
+        chunk = features[i : i + batch_size]
+        batch = to_device(model.kind.collate(chunk), device)
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+            logits, _ = model(batch)
+        predictions += model.kind.predict(logits.float().cpu(), chunk)
+    return predictions
+
+
+# ---------------------------------------------------------------------------------------------- the job
+
+
+def build_body(job: FinetuneConfig, model_overrides: dict, texts: list[str], run_dir: Path | None) -> bodies.Body:
+    """The pretrained run's model and tokenizer, or a fresh one; the tokenizer of a resumed run is its own."""
+    saved = run_dir / bodies.TOKENIZER_DIR if run_dir is not None else None
+    resumed = saved if saved is not None and saved.is_dir() else None
+    if job.pretrained:
+        body = bodies.from_pretrained(job.pretrained, model_overrides, tokenizer_dir=resumed)
+    else:
+        body = bodies.from_scratch(job.model, job.size, model_overrides, texts, job.vocab_size, saved)
+    bodies.check_body(body, job.max_length)
+    if saved is not None and resumed is None:
+        body.tokenizer.save(saved)
+    return body
+
+
+def run_name(job: FinetuneConfig, body: bodies.Body) -> str:
+    """The row label of the GLUE table: the pretraining run and step, or the model and size from scratch."""
+    return body.label or f"{body.entry.name}-{job.size} (scratch)"
+
+
+def run(job: FinetuneConfig, train: TrainConfig, model_overrides: dict, resume: Path | None = None) -> dict:
+    """Fine-tune on the task's training split, score the eval split, write and return results.json's content."""
+    kind = task_kind(TASKS[job.task])
+    train_examples = load_examples(kind, "train", job.max_train_examples, train.seed)
+    val_examples = load_examples(kind, "validation", job.max_eval_examples, EVAL_SEED)
+    on_test = job.eval_split == "test"
+    eval_examples = load_examples(kind, job.eval_split, job.max_eval_examples, EVAL_SEED) if on_test else val_examples
+    texts = [t for e in train_examples for t in kind.texts(e)]
+    body = build_body(job, model_overrides, texts, Path(train.run_dir) if train.run_dir else None)
+    pooling = auto_pooling(body.tokenizer) if job.pooling == "auto" else job.pooling
+    encoder = Encoder(body.tokenizer, job.max_length, pooling)
+    val_features = kind.features(val_examples, encoder)
+    model = FinetuneModel(body.model, kind.head(hidden_size(body.model), pooling), kind, job.freeze_body)
+    run_config = {"job": dataclasses.asdict(job), "model": dataclasses.asdict(body.config)}
+    trainer = Trainer(
+        model,
+        finetune_loss,
+        kind.features(train_examples, encoder),
+        train,
+        eval_data=val_features,
+        collate=kind.collate,
+        run_config=run_config,
+    )
+    if resume is not None:
+        print(f"resumed from {resume} at step {trainer.resume(resume)}")
+    if trainer.dist.is_main:
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        print(
+            f"{job.task} ({kind.name}, {pooling} pooling) with {run_name(job, body)}: {trainable / 1e6:.2f}M "
+            f"trainable parameters, {len(train_examples):,} training examples; device {trainer.device}, {trainer.dtype}"
+        )
+    start = time.perf_counter()
+    trainer.fit()
+    if not trainer.dist.is_main:  # rank 0 scores and writes the results
+        return {}
+    eval_features = kind.features(eval_examples, encoder) if on_test else val_features
+    predictions = predict(model, eval_features, train.batch_size, trainer.device, trainer.dtype)
+    results = {
+        "task": job.task,
+        "split": job.eval_split,
+        "metrics": kind.score(eval_examples, predictions),
+        "n_examples": len(eval_examples),
+        "name": run_name(job, body),
+        "model": body.entry.name,
+        "pretrained": str(body.checkpoint) if body.checkpoint else "",
+        "step": trainer.step,
+        "config": trainer.run_config_dict(),
+    }
+    report(results, trainer.run_dir, time.perf_counter() - start)
+    return results
+
+
+def report(results: dict, run_dir: Path | None, seconds: float) -> None:
+    """Print the scores and write results.json into the run directory."""
+    scores = ", ".join(f"{k} {v:.4g}" for k, v in results["metrics"].items())
+    print(f"{results['task']} {results['split']} ({results['n_examples']:,} examples): {scores} ({seconds:.0f} s)")
+    if run_dir is not None:
+        atomic_write_text(run_dir / RESULTS_FILE, json.dumps(results, indent=2) + "\n")
+        print(f"run directory: {run_dir}")
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+def _options_text() -> str:
+    lines = settings_help([("job", FinetuneConfig()), ("train", DEFAULT_TRAIN)]) + models_help(" (from scratch)")
+    lines.append("tasks (metrics):")
+    for name, info in TASKS.items():
+        lines.append(f"    {name:<8} {task_kind(info).name:<9} {', '.join(info.metrics)}")
+    lines.append("table: python -m minilm.finetune table RUN_DIR [RUN_DIR ...] (a directory of runs counts as all)")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str]):
+    parser = argparse.ArgumentParser(
+        prog="python -m minilm.finetune",
+        description="Fine-tune a pretrained model (or one from scratch) on a task and score it on the task's "
+        "own metrics. With no arguments: SST-2 with a tiny GPT from scratch.",
+        epilog=_options_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="settings, e.g. lr=5e-5 max_steps=500")
+    parser.add_argument("--config", help="a TOML file with [job], [train] and [model] tables")
+    for key in SHORTHANDS:
+        parser.add_argument(f"--{key}", help=f"shorthand for {key}=...")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its latest checkpoint")
+    return parser.parse_intermixed_args(argv)  # settings and options in any order
+
+
+def parse_table_args(argv: list[str]):
+    parser = argparse.ArgumentParser(
+        prog="python -m minilm.finetune table",
+        description="Print a GLUE-style markdown table of finished fine-tuning runs: a row per model and split, "
+        "a column per task (scores x100; SQuAD EM/F1 are percents already).",
+    )
+    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories, or directories of runs")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+
+    def finetune():
+        if argv[:1] == ["table"]:
+            print(glue_table(find_results(parse_table_args(argv[1:]).run_dirs)))
+            return
+        args = parse_args(argv)
+        job, train, model_overrides = resolve(args)
+        run(job, train, model_overrides, resume=ckpt.find_checkpoint(args.resume) if args.resume else None)
+
+    return exit_code(finetune)

@@ -1,0 +1,71 @@
+"""Fine-tuning settings, resolved as in ``python -m minilm.train``: defaults <- the resumed run's config.json <- a
+TOML file ([job], [train], [model]) <- ``key=value`` and shorthand options on the command line."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import time
+from dataclasses import dataclass
+
+from minilm.data.tasks import SPLITS, TASKS
+from minilm.heads import POOLING
+from minilm.train.cli import command_line_layer, resolve_layers
+from minilm.train.config import ConfigError, choice
+from minilm.train.trainer import TrainConfig
+
+
+@dataclass
+class FinetuneConfig:
+    task: str = "sst2"  # a task of the registry (see the list below)
+    pretrained: str = ""  # a pretraining run directory or checkpoint; "" trains model/size from scratch
+    model: str = "gpt"  # registered model trained from scratch (a pretrained run brings its own)
+    size: str = "tiny"  # size preset of that model
+    vocab_size: int = 8192  # from scratch: tokenizer trained on the task's training texts
+    max_length: int = 128  # tokens per input (text, pair, question + context), longer ones truncated
+    pooling: str = "auto"  # summary position: "first", "last", "mean"; auto: first if the template starts [CLS]
+    freeze_body: bool = False  # feature-based: train only the head, keep the pretrained body as it is
+    max_train_examples: int = 0  # 0: all; else a seeded sample (quick runs)
+    max_eval_examples: int = 0  # 0: all; else a fixed sample of the validation/test split
+    eval_split: str = "validation"  # split scored at the end into results.json: "validation" or "test"
+
+    def validate(self) -> None:
+        if self.task not in TASKS:
+            close = difflib.get_close_matches(self.task, list(TASKS), n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown task {self.task!r}{hint} (tasks: {', '.join(TASKS)})")
+        choice(self.pooling, ("auto", *POOLING), "pooling")
+        choice(self.eval_split, SPLITS[1:], "eval_split")
+        if self.max_length < 4:
+            raise ConfigError(f"max_length must be at least 4, got {self.max_length}")
+        if self.max_train_examples < 0 or self.max_eval_examples < 0:
+            raise ConfigError("max_train_examples and max_eval_examples must be >= 0 (0: all)")
+
+
+# BERT's fine-tuning recipe, scaled to small models: linear decay to 0 after a 10% warm-up, AdamW(0.9, 0.999) with
+# weight decay 0.01; a checkpoint at the end only.
+DEFAULT_TRAIN = TrainConfig(
+    batch_size=32,
+    lr=1e-4,
+    min_lr_ratio=0.0,
+    schedule="linear",
+    warmup_steps=30,
+    max_steps=300,
+    weight_decay=0.01,
+    beta2=0.999,
+    eval_every=100,
+    save_every=0,
+    keep_last=1,
+)
+SHORTHANDS = ("task", "pretrained", "model", "size")  # --task X is task=X
+
+
+def resolve(args) -> tuple[FinetuneConfig, TrainConfig, dict]:
+    """(job, train, model overrides) from defaults <- --resume's config.json <- --config TOML <- the command line."""
+    job, train = FinetuneConfig(), DEFAULT_TRAIN
+    layer = command_line_layer(args.overrides, {key: getattr(args, key) for key in SHORTHANDS}, job, train)
+    job, train, model = resolve_layers(job, train, args.resume, args.config, layer)
+    if not train.run_dir:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        train = dataclasses.replace(train, run_dir=f"runs/finetune-{job.task}-{job.model}-{stamp}")
+    return job, train, model

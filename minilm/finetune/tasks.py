@@ -1,0 +1,386 @@
+"""Task kinds: how each shape of task becomes model inputs and labels, a head, a loss, predictions and metrics.
+
+Every task of :data:`minilm.data.TASKS` maps to one kind by its example type (:func:`task_kind`), so a task
+registered there later with one of these example types is fine-tuned without touching this module:
+
+==============  ========================  =============================================  ==========================
+kind            tasks                     inputs                                         head, loss
+==============  ========================  =============================================  ==========================
+``sequence``    sst2, cola; mrpc, rte,    the text, or the pair (text_a, text_b)         SequenceClassificationHead,
+                snli; stsb (regression)   through the tokenizer's pair template          cross-entropy (MSE: stsb)
+``tagging``     wnut17, ud_pos            the words joined by spaces; each token is      TokenClassificationHead,
+                                          mapped back to its word by character offsets   first sub-word labelled
+``span``        squad2                    (question, context), the context truncated     SpanExtractionHead
+``choice``      copa                      one (premise, "because"/"so" + choice)         MultipleChoiceHead
+                                          sequence per choice
+==============  ========================  =============================================  ==========================
+
+Predictions are scored with :func:`minilm.metrics.compute` under the task's own metric names: word-level tags
+for tagging (entity F1 on BIO tags for WNUT-17, accuracy for UPOS), answer texts for SQuAD (official EM/F1).
+
+Span QA, simplified: one window per question, no document stride. The context is cut to fit ``max_length``
+(the tokenizer's longest-first truncation, which in practice cuts the context); a question whose answer is cut
+away is trained as unanswerable, and scored against its real answers. Unanswerable questions point at the
+*summary position*, where the model sums up its input: the first token ([CLS]) with ``pooling=first``, the last
+real token with ``pooling=last`` (a causal decoder, where only the last token has read everything). That
+position never starts or ends an answer, even where it is a context token.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from bisect import bisect_right
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from minilm.data.examples import Answer, ChoiceExample, PairExample, QAExample, SentenceExample, TaggingExample
+from minilm.data.tasks import TaskInfo
+from minilm.heads import (
+    IGNORE_INDEX,
+    NO_ANSWER,
+    MultipleChoiceHead,
+    SequenceClassificationHead,
+    SpanExtractionHead,
+    TokenClassificationHead,
+    align_labels_to_tokens,
+    best_span,
+    word_predictions,
+)
+from minilm.metrics import compute
+from minilm.tokenizers import BatchEncoding, Tokenizer
+from minilm.train.config import ConfigError
+
+CONNECTIVES = {"cause": "because", "effect": "so"}  # COPA: premise, connective + alternative reads as one text
+MAX_ANSWER_TOKENS = 30  # longest answer span decoded (BERT's SQuAD setting)
+
+
+@dataclass
+class Feature:
+    """One example as model inputs: one token sequence (or one per choice), its label and what decoding needs."""
+
+    input_ids: list[list[int]]  # (n_sequences, T_i): 1 sequence, or n_choices for multiple choice
+    token_type_ids: list[list[int]]  # segment ids, same shape
+    label: object  # int, float, per-token list[int], or (start, end) token positions
+    aux: object = None  # tagging: (word_ids, n_words); span: SpanAux
+
+
+@dataclass
+class SpanAux:
+    context: str
+    offsets: list[tuple[int, int]]  # (T,) character span of each token in its own text
+    answerable: list[bool]  # (T,) context tokens other than the summary position
+    null: int  # the summary position, where an unanswerable question points
+
+
+@dataclass
+class Encoder:
+    """The tokenizer with the run's settings: truncation to ``max_length``, and the pooling (summary) position."""
+
+    tokenizer: Tokenizer
+    max_length: int
+    pooling: str  # "first", "last" or "mean"
+
+    def __call__(self, texts: list[str], pairs: list[str] | None = None) -> BatchEncoding:
+        return self.tokenizer(texts, pairs, max_length=self.max_length, truncation=True, padding=False)
+
+    def summary_position(self, length: int) -> int:
+        """Index of the token that sums up a sequence of ``length`` tokens: the last one for last pooling."""
+        return length - 1 if self.pooling == "last" else 0
+
+
+def pad(rows: list[list], value, width: int) -> Tensor:
+    """Rows of different lengths -> (N, width), right-padded with ``value``."""
+    return torch.tensor([row + [value] * (width - len(row)) for row in rows])
+
+
+def _features(enc: BatchEncoding, labels: list, aux: list | None = None, group: int = 1) -> list[Feature]:
+    """One Feature per label from ``group`` consecutive sequences of ``enc`` each."""
+    aux = aux if aux is not None else [None] * len(labels)
+    return [
+        Feature(enc.input_ids[i * group : (i + 1) * group], enc.token_type_ids[i * group : (i + 1) * group], y, a)
+        for i, (y, a) in enumerate(zip(labels, aux, strict=True))
+    ]
+
+
+def _is_class(label, n: int) -> bool:
+    return isinstance(label, int) and not isinstance(label, bool) and 0 <= label < n
+
+
+class TaskKind:
+    """The shared part of every kind: label checks, batching, argmax predictions, scoring with the task's metrics."""
+
+    def __init__(self, info: TaskInfo) -> None:
+        self.info = info
+
+    # --- examples -------------------------------------------------------------------------------------------
+    def texts(self, example) -> list[str]:
+        """The texts of ``example``, to train a tokenizer from scratch."""
+        raise NotImplementedError
+
+    def label_problem(self, example) -> str | None:
+        """What is wrong with the example's label, or None."""
+        label = example.label
+        return None if _is_class(label, len(self.info.labels)) else self._outside(label, self.label_set())
+
+    def label_set(self) -> dict:
+        return dict(enumerate(self.info.labels))
+
+    @staticmethod
+    def _outside(label, label_set) -> str:
+        return f"label {label!r} is not in the task's label set {label_set}"
+
+    def check(self, examples: list, split: str) -> None:
+        """ConfigError naming the first label outside the task's label set."""
+        for i, example in enumerate(examples):
+            problem = self.label_problem(example)
+            if problem is not None:
+                raise ConfigError(f"task {self.info.name!r}, {split} example {i}: {problem}")
+
+    def features(self, examples: list, encoder: Encoder) -> list[Feature]:
+        raise NotImplementedError
+
+    # --- batches --------------------------------------------------------------------------------------------
+    def collate(self, features: list[Feature]) -> dict[str, Tensor]:
+        """Features -> padded tensors. Padding is masked out everywhere, so its token id does not matter."""
+        sequences = [s for f in features for s in f.input_ids]
+        width = max(len(s) for s in sequences)
+        return {
+            "input_ids": pad(sequences, 0, width),  # (B * n_sequences, T)
+            "attention_mask": pad([[1] * len(s) for s in sequences], 0, width),  # (B * n_sequences, T)
+            "token_type_ids": pad([s for f in features for s in f.token_type_ids], 0, width),
+            "labels": self.label_tensor([f.label for f in features], width),
+        }
+
+    def label_tensor(self, labels: list, width: int) -> Tensor:
+        return torch.tensor(labels)  # (B,)
+
+    # --- model ----------------------------------------------------------------------------------------------
+    def head(self, d_model: int, pooling: str) -> nn.Module:
+        raise NotImplementedError
+
+    def logits(self, head: nn.Module, hidden: Tensor, batch: dict) -> Tensor:
+        return head(hidden, batch["attention_mask"])  # (B, n_labels)
+
+    def loss(self, head: nn.Module, logits: Tensor, labels: Tensor) -> Tensor:
+        return head.loss(logits, labels)
+
+    # --- predictions ----------------------------------------------------------------------------------------
+    def predict(self, logits: Tensor, features: list[Feature]) -> list:
+        """One prediction per feature (in the form ``score`` takes)."""
+        return logits.argmax(-1).tolist()
+
+    def score(self, examples: list, predictions: list) -> dict[str, float]:
+        return compute(self.info.metrics, predictions, [e.label for e in examples])
+
+
+class SequenceKind(TaskKind):
+    """One text or a pair -> one label (SST-2, CoLA, MRPC, RTE, SNLI), or a score when the task has no labels
+    (STS-B: one output, mean squared error)."""
+
+    name = "sequence"
+
+    @property
+    def regression(self) -> bool:
+        return not self.info.labels
+
+    def texts(self, example) -> list[str]:
+        return [example.text] if isinstance(example, SentenceExample) else [example.text_a, example.text_b]
+
+    def label_problem(self, example) -> str | None:
+        if not self.regression:
+            return super().label_problem(example)
+        label = example.label
+        number = isinstance(label, (int, float)) and not isinstance(label, bool) and math.isfinite(label)
+        return None if number else f"label {label!r} is not a finite number (the task is a regression)"
+
+    def features(self, examples: list, encoder: Encoder) -> list[Feature]:
+        parts = list(zip(*(self.texts(e) for e in examples), strict=True))
+        enc = encoder(list(parts[0]), list(parts[1]) if len(parts) > 1 else None)
+        return _features(enc, [e.label for e in examples])
+
+    def label_tensor(self, labels: list, width: int) -> Tensor:
+        return torch.tensor(labels, dtype=torch.float32 if self.regression else torch.long)  # (B,)
+
+    def head(self, d_model: int, pooling: str) -> nn.Module:
+        return SequenceClassificationHead(d_model, len(self.info.labels) or 1, pooling=pooling)
+
+    def predict(self, logits: Tensor, features: list[Feature]) -> list:
+        return logits.squeeze(-1).tolist() if self.regression else super().predict(logits, features)
+
+
+def word_ids_from_offsets(
+    words: list[str], offsets: list[tuple[int, int]], sequence_ids: list[int | None]
+) -> list[int | None]:
+    """The index in ``words`` of each token of ``" ".join(words)``, by the token's first character.
+
+    None for special tokens and tokens that cover no character (a lone space). The tokenizer's own ``word_ids``
+    count its pre-tokenizer's words ("don't" may be two), not the dataset's, hence the offsets.
+    """
+    starts = list(itertools.accumulate((len(w) + 1 for w in words[:-1]), initial=0))  # each word's first char
+    return [
+        bisect_right(starts, start) - 1 if seq is not None and end > start else None
+        for (start, end), seq in zip(offsets, sequence_ids, strict=True)
+    ]
+
+
+def words_from_tokens(token_predictions: list[int], word_ids: list[int | None], n_words: int) -> list[int]:
+    """Token predictions -> one per word (its first sub-word's); words with no token (cut by max_length) get 0."""
+    present = sorted({w for w in word_ids if w is not None})
+    out = [0] * n_words
+    for w, p in zip(present, word_predictions(token_predictions, word_ids), strict=True):
+        out[w] = p
+    return out
+
+
+class TaggingKind(TaskKind):
+    """Pre-split words -> one tag each (WNUT-17 NER, UD POS). The first sub-word of a word carries its tag."""
+
+    name = "tagging"
+
+    def texts(self, example) -> list[str]:
+        return [" ".join(example.tokens)]
+
+    def label_problem(self, example) -> str | None:
+        bad = next((t for t in example.tags if t not in self.info.labels), None)
+        return None if bad is None else self._outside(bad, self.info.labels)
+
+    def features(self, examples: list, encoder: Encoder) -> list[Feature]:
+        enc = encoder([" ".join(e.tokens) for e in examples])
+        labels, aux = [], []
+        for i, e in enumerate(examples):
+            word_ids = word_ids_from_offsets(e.tokens, enc.offsets[i], enc.sequence_ids[i])
+            labels.append(align_labels_to_tokens([self.info.labels.index(t) for t in e.tags], word_ids))
+            aux.append((word_ids, len(e.tokens)))
+        return _features(enc, labels, aux)
+
+    def label_tensor(self, labels: list, width: int) -> Tensor:
+        return pad(labels, IGNORE_INDEX, width)  # (B, T)
+
+    def head(self, d_model: int, pooling: str) -> nn.Module:
+        return TokenClassificationHead(d_model, len(self.info.labels))
+
+    def logits(self, head: nn.Module, hidden: Tensor, batch: dict) -> Tensor:
+        return head(hidden)  # (B, T, n_labels)
+
+    def predict(self, logits: Tensor, features: list[Feature]) -> list:
+        tags = []
+        for row, f in zip(logits.argmax(-1).tolist(), features, strict=True):
+            word_ids, n_words = f.aux
+            tags.append([self.info.labels[p] for p in words_from_tokens(row[: len(word_ids)], word_ids, n_words)])
+        return tags
+
+    def score(self, examples: list, predictions: list) -> dict[str, float]:
+        return compute(self.info.metrics, predictions, [e.tags for e in examples])
+
+
+def answer_positions(offsets: list[tuple[int, int]], answerable: list[bool], answer: Answer) -> tuple[int, int]:
+    """The first and last answerable tokens overlapping the answer's characters, or (NO_ANSWER, NO_ANSWER) when
+    the answer does not lie wholly within them (cut away by truncation)."""
+    text = answer.text
+    first = answer.start + len(text) - len(text.lstrip())  # characters [first, last) of the context, without the
+    last = answer.start + len(text.rstrip())  # spaces at either end, which tokens' (trimmed) offsets leave out
+    tokens = [j for j, (s, e) in enumerate(offsets) if answerable[j] and s < last and e > first]
+    if not tokens or offsets[tokens[0]][0] > first or offsets[tokens[-1]][1] < last:
+        return NO_ANSWER, NO_ANSWER
+    return tokens[0], tokens[-1]
+
+
+def span_text(context: str, offsets: list[tuple[int, int]], start: int, end: int) -> str:
+    """The context's characters from token ``start`` to token ``end`` (inclusive)."""
+    return context[offsets[start][0] : offsets[end][1]]
+
+
+class SpanKind(TaskKind):
+    """(question, context) -> the answer's start and end tokens, or the summary position when unanswerable."""
+
+    name = "span"
+
+    def texts(self, example) -> list[str]:
+        return [example.question, example.context]
+
+    def label_problem(self, example) -> str | None:
+        for a in example.answers:
+            if example.context[a.start : a.start + len(a.text)] != a.text:
+                return f"answer {a.text!r} is not at character {a.start} of the context"
+        return None
+
+    def features(self, examples: list, encoder: Encoder) -> list[Feature]:
+        enc = encoder([e.question for e in examples], [e.context for e in examples])
+        labels, aux = [], []
+        for i, e in enumerate(examples):
+            offsets, null = enc.offsets[i], encoder.summary_position(len(enc.input_ids[i]))
+            answerable = [s == 1 and j != null for j, s in enumerate(enc.sequence_ids[i])]
+            start, end = answer_positions(offsets, answerable, e.answers[0]) if e.answers else (NO_ANSWER, NO_ANSWER)
+            labels.append((null, null) if start == NO_ANSWER else (start, end))
+            aux.append(SpanAux(e.context, offsets, answerable, null))
+        return _features(enc, labels, aux)
+
+    def head(self, d_model: int, pooling: str) -> nn.Module:
+        return SpanExtractionHead(d_model)  # its null_index is unused: targets already point at the summary position
+
+    def logits(self, head: nn.Module, hidden: Tensor, batch: dict) -> Tensor:
+        return torch.stack(head(hidden), dim=-1)  # (B, T, 2): start and end logits
+
+    def loss(self, head: nn.Module, logits: Tensor, labels: Tensor) -> Tensor:
+        return head.loss(logits[..., 0], logits[..., 1], labels[:, 0], labels[:, 1])  # labels (B, 2)
+
+    def predict(self, logits: Tensor, features: list[Feature]) -> list:
+        texts = []
+        for row, f in zip(logits, features, strict=True):
+            a: SpanAux = f.aux
+            start, end = row[: len(a.offsets)].unbind(-1)  # (T,), (T,)
+            span = best_span(start, end, torch.tensor(a.answerable), MAX_ANSWER_TOKENS, null_index=a.null)
+            texts.append("" if span is None else span_text(a.context, a.offsets, *span))
+        return texts
+
+    def score(self, examples: list, predictions: list) -> dict[str, float]:
+        answers = {e.id: text for e, text in zip(examples, predictions, strict=True)}
+        return compute(self.info.metrics, answers, examples)
+
+
+class ChoiceKind(TaskKind):
+    """Premise + each choice -> one score per choice; the highest wins (COPA)."""
+
+    name = "choice"
+
+    def texts(self, example) -> list[str]:
+        return [example.premise, *example.choices]
+
+    def label_problem(self, example) -> str | None:
+        n = len(example.choices)
+        return None if _is_class(example.label, n) else self._outside(example.label, dict(enumerate(example.choices)))
+
+    def features(self, examples: list, encoder: Encoder) -> list[Feature]:
+        n_choices = {len(e.choices) for e in examples}
+        if len(n_choices) > 1:
+            raise ConfigError(f"task {self.info.name!r}: examples have different numbers of choices {n_choices}")
+        premises = [e.premise for e in examples for _ in e.choices]
+        endings = [f"{CONNECTIVES.get(e.question, e.question)} {c}" for e in examples for c in e.choices]
+        return _features(encoder(premises, endings), [e.label for e in examples], group=n_choices.pop())
+
+    def head(self, d_model: int, pooling: str) -> nn.Module:
+        return MultipleChoiceHead(d_model, pooling=pooling)
+
+    def logits(self, head: nn.Module, hidden: Tensor, batch: dict) -> Tensor:
+        n_choices = hidden.size(0) // batch["labels"].size(0)
+        return head(hidden, batch["attention_mask"], n_choices=n_choices)  # (B, n_choices)
+
+
+KINDS = {
+    SentenceExample: SequenceKind,
+    PairExample: SequenceKind,
+    TaggingExample: TaggingKind,
+    QAExample: SpanKind,
+    ChoiceExample: ChoiceKind,
+}
+
+
+def task_kind(info: TaskInfo) -> TaskKind:
+    """The kind that fine-tunes ``info``'s examples."""
+    if info.example_type not in KINDS:
+        kind = info.example_type.__name__
+        raise ConfigError(f"task {info.name!r} has examples of type {kind}, which no task kind handles")
+    return KINDS[info.example_type](info)

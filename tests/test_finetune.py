@@ -1,0 +1,234 @@
+"""Fine-tuning CLI: every task end to end, learning, span and tag alignment, pretrained bodies, the table, errors."""
+
+import dataclasses
+import json
+import math
+import random
+
+import pytest
+import safetensors.torch
+import torch
+
+from minilm.data.examples import Answer, QAExample, SentenceExample, TaggingExample
+from minilm.data.tasks import TASKS
+from minilm.finetune import main
+from minilm.finetune.cli import parse_args
+from minilm.finetune.config import resolve
+from minilm.finetune.model import from_pretrained
+from minilm.finetune.tasks import Encoder, SpanKind, TaggingKind, span_text, words_from_tokens
+from minilm.heads import IGNORE_INDEX
+from minilm.tokenizers import Tokenizer, train_tokenizer
+from minilm.train import checkpoint as ckpt
+from minilm.train.pretrain import main as pretrain_main
+
+TINY_MODEL = ["model.n_layers=1", "model.d_model=32", "model.n_heads=2", "model.max_len=64", "max_length=64"]
+QUICK = ["max_steps=10", "batch_size=8", "warmup_steps=2", "progress=false", "threads=1", "vocab_size=300"]
+
+
+def finetune(run_dir, task, *extra):
+    """Fine-tune a 1-layer GPT from scratch on 64 examples; returns (exit code, results.json or None)."""
+    argv = [f"--task={task}", "max_train_examples=64", "max_eval_examples=32", *TINY_MODEL, *QUICK]
+    code = main([*argv, f"run_dir={run_dir}", *extra])
+    results = run_dir / "results.json"
+    return code, json.loads(results.read_text()) if results.exists() else None
+
+
+BOUNDS = {
+    "accuracy": (0, 1),
+    "f1": (0, 1),
+    "entity_f1": (0, 1),
+    "matthews": (-1, 1),
+    "pearson": (-1, 1),
+    "spearman": (-1, 1),
+    "squad_em": (0, 100),
+    "squad_f1": (0, 100),
+}
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_every_task_runs_end_to_end_from_scratch(tmp_path, task):
+    code, results = finetune(tmp_path, task)
+    assert code == 0
+    assert results["task"] == task and results["split"] == "validation" and results["n_examples"] == 32
+    assert list(results["metrics"]) == list(TASKS[task].metrics)
+    for name, value in results["metrics"].items():
+        low, high = BOUNDS[name]
+        assert math.isfinite(value) and low <= value <= high, (name, value)
+    assert results["pretrained"] == "" and results["step"] == 10
+    assert (tmp_path / "tokenizer").is_dir() and ckpt.find_checkpoint(tmp_path).name == "step_00000010"
+
+
+def synthetic_sentiment(split):
+    """Filler words around one cue word that decides the label: a task a model learns or fails visibly."""
+    rng = random.Random(split)
+    filler = "the a film plot actor scene was is quite very rather and but it".split()
+    cues = (("awful", "bad", "dull", "boring"), ("great", "good", "superb", "fun"))
+    examples = []
+    for _ in range(400 if split == "train" else 100):
+        label = rng.randrange(2)
+        words = rng.choices(filler, k=rng.randint(3, 8))
+        words.insert(rng.randrange(len(words) + 1), rng.choice(cues[label]))
+        examples.append(SentenceExample(" ".join(words), label))
+    return examples
+
+
+def test_fine_tuning_learns_beyond_the_majority_class(tmp_path, monkeypatch):
+    monkeypatch.setitem(TASKS, "sst2", dataclasses.replace(TASKS["sst2"], loader=synthetic_sentiment))
+    extra = ["max_train_examples=0", "max_eval_examples=0", "max_steps=40", "lr=3e-3", "batch_size=16", "log_every=1"]
+    code, results = finetune(tmp_path, "sst2", *extra)
+    assert code == 0
+    labels = [e.label for e in synthetic_sentiment("validation")]
+    majority = max(labels.count(0), labels.count(1)) / len(labels)
+    assert results["metrics"]["accuracy"] >= max(0.9, majority + 0.2)
+    entries = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    losses = [e["loss"] for e in entries if e["split"] == "train"]
+    assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    texts = ["Who founded the Normans in Normandy?", "The Normans were founded by Rollo, a Viking leader."] * 20
+    return train_tokenizer(texts, "gpt2", vocab_size=300)
+
+
+def squad_example(answer="Rollo"):
+    context = "The Normans were founded by Rollo, a Viking leader. They settled in the north of France."
+    answers = [Answer(answer, context.index(answer))] if answer else []
+    return QAExample("q1", "Who founded the Normans?", context, answers, "Normans")
+
+
+@pytest.mark.parametrize("pooling", ["last", "first"])
+def test_span_answer_maps_to_tokens_and_back(tokenizer, pooling):
+    kind = SpanKind(TASKS["squad2"])
+    for answer in ("Rollo", "Viking leader", "north of France"):
+        (f,) = kind.features([squad_example(answer)], Encoder(tokenizer, 64, pooling))
+        start, end = f.label
+        assert span_text(f.aux.context, f.aux.offsets, start, end) == answer
+        assert f.aux.answerable[start] and f.aux.answerable[end] and start != f.aux.null
+        logits = torch.zeros(1, len(f.input_ids[0]), 2)  # (B, T, 2): peaks at the answer's ends
+        logits[0, start, 0] = logits[0, end, 1] = 5.0
+        assert kind.predict(logits, [f]) == [answer]
+        logits[0, f.aux.null] = 20.0  # the summary position wins: no answer
+        assert kind.predict(logits, [f]) == [""]
+
+
+@pytest.mark.parametrize("pooling", ["last", "first"])
+def test_answers_cut_away_or_absent_point_at_the_summary_position(tokenizer, pooling):
+    kind = SpanKind(TASKS["squad2"])
+    cut, missing = kind.features(
+        [squad_example("north of France"), squad_example(None)], Encoder(tokenizer, 20, pooling)
+    )
+    for f in (cut, missing):
+        null = len(f.input_ids[0]) - 1 if pooling == "last" else 0
+        assert f.aux.null == null and f.label == (null, null)
+    assert kind.score([squad_example("north of France")], [""]) == {"squad_em": 0.0, "squad_f1": 0.0}
+
+
+def test_token_labels_align_through_the_real_tokenizer(tokenizer):
+    kind = TaggingKind(TASKS["wnut17"])
+    words = ["Rollo", "founded", "Normandy-land", "", "!!"]
+    tags = ["B-person", "O", "B-location", "O", "O"]
+    tag_ids = [TASKS["wnut17"].labels.index(t) for t in tags]
+    (f,) = kind.features([TaggingExample(words, tags)], Encoder(tokenizer, 64, "last"))
+    word_ids, n_words = f.aux
+    starts = [0, 6, 14, 28, 29]  # each word's first character in "Rollo founded Normandy-land  !!"
+    for (s, e), w in zip(tokenizer([" ".join(words)]).offsets[0], word_ids, strict=True):
+        assert w is None or starts[w] <= s < e <= starts[w] + len(words[w])  # each token lies inside its word
+    labelled = [j for j, y in enumerate(f.label) if y != IGNORE_INDEX]
+    assert [word_ids[j] for j in labelled] == [0, 1, 2, 4]  # the first sub-word of each word; "" has no token
+    assert [f.label[j] for j in labelled] == [tag_ids[w] for w in (0, 1, 2, 4)]
+    assert len(f.input_ids[0]) > len(labelled)  # later sub-words exist, and are ignored
+    predictions = [99 if y == IGNORE_INDEX else y for y in f.label]  # whatever the later sub-words predict
+    assert words_from_tokens(predictions, word_ids, n_words) == tag_ids
+    (short,) = kind.features([TaggingExample(words, tags)], Encoder(tokenizer, 4, "last"))
+    predicted = words_from_tokens([7] * 4, short.aux[0], n_words)
+    assert predicted == [7 if w in short.aux[0] else 0 for w in range(n_words)] and 4 not in short.aux[0]
+
+
+@pytest.fixture(scope="module")
+def pretrained_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pretrain")
+    corpus = root / "corpus.txt"
+    story = "the film was good and the actors were great . the plot was bad but the music was fun ."
+    corpus.write_text("\n\n".join(f"{story} {i}" for i in range(40)))
+    argv = [f"corpus={corpus}", "seq_len=32", "vocab_size=300", "sample_tokens=0", "max_steps=2", "batch_size=4"]
+    argv += [*TINY_MODEL[:-1], "warmup_steps=1", "progress=false", f"run_dir={root / 'run'}"]
+    assert pretrain_main(argv) == 0
+    return root / "run"
+
+
+def test_pretrained_body_and_tokenizer_are_loaded(pretrained_run):
+    body = from_pretrained(str(pretrained_run), {})
+    saved = safetensors.torch.load_file(ckpt.find_checkpoint(pretrained_run) / "model.safetensors")
+    for name, tensor in body.model.state_dict().items():
+        if name in saved:
+            assert torch.equal(tensor, saved[name]), name
+    assert body.tokenizer.backend.get_vocab() == Tokenizer.load(pretrained_run / "tokenizer").backend.get_vocab()
+
+
+def test_fine_tuning_a_frozen_pretrained_body_trains_only_the_head(tmp_path, pretrained_run):
+    code, results = finetune(tmp_path, "sst2", f"--pretrained={pretrained_run}", "freeze_body=true", "lr=1e-2")
+    assert code == 0
+    assert results["pretrained"] == str(ckpt.find_checkpoint(pretrained_run)) and results["name"] == "run@2"
+    before = safetensors.torch.load_file(ckpt.find_checkpoint(pretrained_run) / "model.safetensors")
+    after = safetensors.torch.load_file(ckpt.find_checkpoint(tmp_path) / "model.safetensors")
+    assert before.keys() <= {k.removeprefix("body.") for k in after}
+    assert all(torch.equal(after[f"body.{k}"], v) for k, v in before.items() if f"body.{k}" in after)
+    pretrained_vocab = Tokenizer.load(pretrained_run / "tokenizer").backend.get_vocab()
+    assert Tokenizer.load(tmp_path / "tokenizer").backend.get_vocab() == pretrained_vocab
+
+
+def test_resume_continues_the_run(tmp_path):
+    assert finetune(tmp_path, "rte", "max_steps=4")[0] == 0
+    assert main(["--resume", str(tmp_path), "max_steps=6"]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["step"] == 6 and results["task"] == "rte"
+
+
+def test_settings_resolve_from_defaults_toml_and_command_line(tmp_path):
+    toml = tmp_path / "job.toml"
+    toml.write_text('[job]\ntask = "rte"\nmax_length = 96\n[train]\nlr = 1e-3\nmax_steps = 50\n[model]\nn_layers = 2\n')
+    job, train, model = resolve(parse_args(["--config", str(toml), "lr=2e-4", "--task", "mrpc", "model.d_model=64"]))
+    assert (job.task, job.max_length, job.pooling) == ("mrpc", 96, "auto")
+    assert (train.lr, train.max_steps, train.schedule) == (2e-4, 50, "linear")
+    assert model == {"n_layers": 2, "d_model": "64"} and train.run_dir.startswith("runs/finetune-mrpc-gpt-")
+
+
+def test_eval_split_test_scores_the_test_split(tmp_path):
+    code, results = finetune(tmp_path, "copa", "eval_split=test", "max_steps=2")
+    assert code == 0 and results["split"] == "test" and results["n_examples"] == 32
+
+
+def write_results(run_dir, name, task, metrics, split="validation"):
+    run_dir.mkdir(parents=True)
+    results = {"task": task, "split": split, "metrics": metrics, "n_examples": 10, "name": name}
+    (run_dir / "results.json").write_text(json.dumps(results))
+
+
+def test_glue_table(tmp_path, capsys):
+    write_results(tmp_path / "runs" / "a", "gpt-tiny (scratch)", "mrpc", {"f1": 0.8123, "accuracy": 0.7})
+    write_results(tmp_path / "runs" / "b", "gpt-tiny (scratch)", "stsb", {"pearson": 0.5, "spearman": 0.25})
+    write_results(tmp_path / "runs" / "c", "pre@400", "squad2", {"squad_em": 51.23, "squad_f1": 55.0})
+    write_results(tmp_path / "cola", "pre@400", "cola", {"matthews": 0.1})
+    assert main(["table", str(tmp_path / "runs"), str(tmp_path / "cola")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "| model | split | CoLA MCC | STS-B Pearson/Spearman | MRPC F1/acc | SQuAD 2.0 EM/F1 |"
+    assert lines[2] == "| gpt-tiny (scratch) | validation | - | 50.0/25.0 | 81.2/70.0 | - |"
+    assert lines[3] == "| pre@400 | validation | 10.0 | - | - | 51.2/55.0 |"
+    assert main(["table", str(tmp_path / "nothing")]) == 2
+
+
+def test_bad_input_gives_one_clear_message(tmp_path, monkeypatch, capsys):
+    assert main(["--task", "sst-2", f"run_dir={tmp_path}"]) == 2
+    assert "unknown task 'sst-2'; did you mean 'sst2'?" in capsys.readouterr().err
+    assert main(["lrr=1e-3", f"run_dir={tmp_path}"]) == 2
+    assert "unknown key 'lrr'; did you mean 'lr'?" in capsys.readouterr().err
+    assert main(["model.n_layer=1", f"run_dir={tmp_path}"]) == 2
+    assert "unknown model key 'n_layer'" in capsys.readouterr().err
+    bad = lambda split: [SentenceExample("fine", 1), SentenceExample("odd", 5)]
+    monkeypatch.setitem(TASKS, "sst2", dataclasses.replace(TASKS["sst2"], loader=bad))
+    assert finetune(tmp_path, "sst2")[0] == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "label 5 is not in the task's label set {0: 'negative', 1: 'positive'}" in err
+    assert finetune(tmp_path, "rte", "--pretrained", str(tmp_path / "missing"))[0] == 1
+    assert "no checkpoint at" in capsys.readouterr().err
