@@ -1,5 +1,19 @@
 """Model families, one file each, composed from :mod:`minilm.nn`."""
 
+from .bert import BERT_PRESETS, Bert, BertConfig, RobertaConfig
+from .gpt import GPT, GPT_PRESETS, GPTConfig
 from .transformer import TRANSFORMER_BASE, TRANSFORMER_BIG, Transformer, TransformerConfig
 
-__all__ = ["TRANSFORMER_BASE", "TRANSFORMER_BIG", "Transformer", "TransformerConfig"]
+__all__ = [
+    "BERT_PRESETS",
+    "GPT",
+    "GPT_PRESETS",
+    "TRANSFORMER_BASE",
+    "TRANSFORMER_BIG",
+    "Bert",
+    "BertConfig",
+    "GPTConfig",
+    "RobertaConfig",
+    "Transformer",
+    "TransformerConfig",
+]

@@ -103,7 +103,12 @@ def update(obj, values: dict, section: str):
     new = dataclasses.replace(obj, **changes)
     check = getattr(new, "validate", None)
     if check is not None:
-        check()
+        try:
+            check()
+        except ConfigError:
+            raise
+        except ValueError as err:  # a model config's own validation: still the user's setting to fix
+            raise ConfigError(f"{section}: {err}") from None
     return new
 
 
