@@ -45,7 +45,7 @@ def test_no_position_sees_the_future():
 def test_cached_greedy_generation_equals_recomputing():
     model = GPT(SMALL).eval()
     prompt = torch.randint(0, 64, (2, 5))
-    generated = model.generate(prompt, max_new_tokens=8, temperature=0)
+    generated = model.generate(prompt, max_new_tokens=8, do_sample=False)
     ids = prompt
     for _ in range(8):
         ids = torch.cat([ids, model(ids)[:, -1:].argmax(-1)], dim=1)
@@ -78,5 +78,5 @@ def test_clear_errors():
         model.generate(torch.zeros(1, 0, dtype=torch.long), 3)
     with pytest.raises(ValueError, match="exceeds the context of 32"):
         model.generate(torch.zeros(1, 30, dtype=torch.long), 5)
-    with pytest.raises(ValueError, match="temperature must be >= 0"):
+    with pytest.raises(ValueError, match="temperature must be > 0"):
         model.generate(torch.zeros(1, 2, dtype=torch.long), 2, temperature=-1)
