@@ -21,6 +21,7 @@ from .blocks import (
     TransformerEncoder,
     TransformerOutput,
 )
+from .char_cnn import CharCNN, Highway, batch_to_char_ids, word_to_char_ids
 from .embeddings import (
     LearnedPositionEmbedding,
     SinusoidalPositionEmbedding,
@@ -28,28 +29,38 @@ from .embeddings import (
     sinusoidal_positions,
 )
 from .feedforward import ACTIVATIONS, FeedForward
+from .lstm import LSTMLayer, lstm_reference, reverse_padded
 from .norms import RMSNorm, make_norm
+from .scalar_mix import ScalarMix
 
 __all__ = [
     "ACTIVATIONS",
     "BlockConfig",
+    "CharCNN",
     "DecoderBlock",
     "EncoderBlock",
     "FeedForward",
+    "Highway",
     "KVCache",
+    "LSTMLayer",
     "LayerCache",
     "LearnedPositionEmbedding",
     "MultiHeadAttention",
     "RMSNorm",
+    "ScalarMix",
     "SinusoidalPositionEmbedding",
     "TransformerDecoder",
     "TransformerEmbedding",
     "TransformerEncoder",
     "TransformerOutput",
+    "batch_to_char_ids",
     "causal_mask",
+    "lstm_reference",
     "make_norm",
     "padding_mask",
+    "reverse_padded",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_reference",
     "sinusoidal_positions",
+    "word_to_char_ids",
 ]

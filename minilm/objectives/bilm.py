@@ -1,0 +1,44 @@
+"""Bidirectional language modelling (ELMo): a forward LM and a backward LM trained jointly on the same tokens.
+
+    forward:   p(t_1, ..., t_N) = Π_k p(t_k | t_1, ..., t_{k−1})
+    backward:  p(t_1, ..., t_N) = Π_k p(t_k | t_{k+1}, ..., t_N)
+    objective: maximise Σ_k [ log p(t_k | t_<k; Θ_x, Θ→_LSTM, Θ_s) + log p(t_k | t_>k; Θ_x, Θ←_LSTM, Θ_s) ]
+                                                                                   (Peters et al. 2018, §3.1)
+
+Θ_x (token representation) and Θ_s (softmax) are shared by the two directions, the LSTMs are not. A training
+example is a block of ``seq_len + 1`` token ids (:func:`~minilm.objectives.causal_lm.language_model_blocks`); the
+model reads the whole block, and each direction makes ``seq_len`` predictions: the forward LM predicts ids[1:] from
+the states at positions 0..T−2, the backward LM ids[:-1] from the states at positions 1..T−1.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+
+class BiLMLoss(NamedTuple):
+    loss: torch.Tensor  # forward + backward: the negative objective above, per position (the tokens' mean)
+    forward: torch.Tensor  # mean −log p(t_k | t_<k) over the forward predictions
+    backward: torch.Tensor  # mean −log p(t_k | t_>k) over the backward predictions
+
+    @property
+    def mean(self) -> torch.Tensor:
+        """(forward + backward) / 2: the mean over all predictions of both directions; exp(mean) is a perplexity."""
+        return (self.forward + self.backward) / 2
+
+
+def bilm_loss(
+    forward_logits: torch.Tensor, backward_logits: torch.Tensor, ids: torch.Tensor, ignore_index: int = -100
+) -> BiLMLoss:
+    """forward_logits, backward_logits (B, T, V) of a model that read ids (B, T): position k's forward logits
+    predict ids[k + 1], its backward logits ids[k − 1]. Targets equal to ``ignore_index`` are not scored."""
+    forward = F.cross_entropy(
+        forward_logits[:, :-1].float().flatten(0, 1), ids[:, 1:].flatten(), ignore_index=ignore_index
+    )
+    backward = F.cross_entropy(
+        backward_logits[:, 1:].float().flatten(0, 1), ids[:, :-1].flatten(), ignore_index=ignore_index
+    )
+    return BiLMLoss(forward + backward, forward, backward)
