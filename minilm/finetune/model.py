@@ -21,7 +21,7 @@ from minilm.tokenizers import Tokenizer, train_tokenizer
 from minilm.tokenizers.families import get_family
 from minilm.train import checkpoint as ckpt
 from minilm.train.config import ConfigError, update
-from minilm.train.registry import ModelEntry, get_model
+from minilm.train.registry import ModelEntry, build_model, check_size, get_model, model_config
 from minilm.train.trainer import LossOutput
 
 TOKENIZER_DIR = "tokenizer"  # in a run directory, next to checkpoints/ (as minilm.train writes it)
@@ -133,8 +133,7 @@ def from_scratch(
     """A freshly initialised registered model, with a tokenizer of its family trained on ``texts`` (or the one
     in ``tokenizer_dir``, when resuming)."""
     entry = get_model(model_name)
-    if size not in entry.sizes:
-        raise ConfigError(f"model {model_name!r} has no size {size!r}; sizes: {', '.join(entry.sizes)}")
+    check_size(entry, size)  # before training a tokenizer
     if tokenizer_dir is not None and tokenizer_dir.is_dir():
         tokenizer = Tokenizer.load(tokenizer_dir)
     else:
@@ -142,9 +141,8 @@ def from_scratch(
             tokenizer = train_tokenizer(texts, family=entry.tokenizer_family, vocab_size=vocab_size)
         except ValueError as err:
             raise ConfigError(str(err)) from None
-    config = update(entry.config_class(), {**entry.sizes[size], "vocab_size": tokenizer.vocab_size}, "model")
-    config = update(config, model_overrides, "model")
-    return Body(entry.build(config), config, entry, tokenizer)
+    config = model_config(entry, size, tokenizer.vocab_size, model_overrides)
+    return Body(build_model(entry, config, tokenizer), config, entry, tokenizer)
 
 
 def check_body(body: Body, max_length: int) -> None:

@@ -100,15 +100,15 @@ def update(obj, values: dict, section: str):
         elif not _check_type(value, annotation):
             raise ConfigError(f"{section} key {key!r} expects {_type_name(annotation)}, got {value!r}")
         changes[key] = float(value) if annotation is float and isinstance(value, int) else value
-    new = dataclasses.replace(obj, **changes)
-    check = getattr(new, "validate", None)
-    if check is not None:
-        try:
+    try:
+        new = dataclasses.replace(obj, **changes)  # runs the config's __post_init__, if it has one
+        check = getattr(new, "validate", None)
+        if check is not None:
             check()
-        except ConfigError:
-            raise
-        except ValueError as err:  # a model config's own validation: still the user's setting to fix
-            raise ConfigError(f"{section}: {err}") from None
+    except ConfigError:
+        raise
+    except ValueError as err:  # a model config's own validation: still the user's setting to fix
+        raise ConfigError(f"{section}: {err}") from None
     return new
 
 

@@ -16,9 +16,10 @@ from pathlib import Path
 import torch
 
 from minilm.train import checkpoint as ckpt
+from minilm.train import registry
 from minilm.train.cli import command_line_layer, exit_code, models_help, resolve_layers, settings_help
-from minilm.train.config import ConfigError, update
-from minilm.train.registry import OBJECTIVES, get_model, get_objective
+from minilm.train.config import ConfigError
+from minilm.train.registry import OBJECTIVES, get_model, get_objective, model_config
 from minilm.train.trainer import TrainConfig, Trainer
 from minilm.utils import seed_all
 
@@ -106,19 +107,16 @@ def build_tokenizer(job: PretrainConfig, family: str, train_texts: list[str], ru
 # ---------------------------------------------------------------------------------------------- the job
 
 
-def build_model(job: PretrainConfig, model_overrides: dict, vocab_size: int):
+def build_model(job: PretrainConfig, model_overrides: dict, tokenizer):
     entry = get_model(job.model)
-    if job.size not in entry.sizes:
-        raise ConfigError(f"model {job.model!r} has no size {job.size!r}; sizes: {', '.join(entry.sizes)}")
-    config = update(entry.config_class(), {**entry.sizes[job.size], "vocab_size": vocab_size}, "model")
-    config = update(config, model_overrides, "model")
+    config = model_config(entry, job.size, tokenizer.vocab_size, model_overrides)
     max_len = getattr(config, "max_len", None)
     if max_len is not None and job.seq_len > max_len:
         raise ConfigError(
             f"seq_len={job.seq_len} is longer than the model allows (max_len={max_len}); lower seq_len or set "
             f"model.max_len={job.seq_len}"
         )
-    return entry.build(config), config
+    return registry.build_model(entry, config, tokenizer), config
 
 
 def run(job: PretrainConfig, train: TrainConfig, model_overrides: dict, resume: str | None = None) -> dict:
@@ -137,8 +135,8 @@ def run(job: PretrainConfig, train: TrainConfig, model_overrides: dict, resume: 
     except ValueError as err:
         raise ConfigError(f"corpus {job.corpus!r} is too small for seq_len={job.seq_len}: {err}") from None
     seed_all(train.seed)  # the same initial weights in every process and every rerun
-    model, model_config = build_model(job, model_overrides, tokenizer.vocab_size)
-    run_config = {"job": dataclasses.asdict(job), "model": dataclasses.asdict(model_config)}
+    model, config = build_model(job, model_overrides, tokenizer)
+    run_config = {"job": dataclasses.asdict(job), "model": dataclasses.asdict(config)}
     trainer = Trainer(model, objective.loss, train_examples, train, eval_data=val_examples, run_config=run_config)
     if resume:
         step = trainer.resume(resume)

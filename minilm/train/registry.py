@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from minilm.train.config import ConfigError, _suggest
+from minilm.train.config import ConfigError, _suggest, update
 
 
 @dataclass
@@ -26,6 +26,7 @@ class ModelEntry:
     build: Callable[[object], nn.Module]  # config -> model
     sizes: dict[str, dict] = field(default_factory=dict)  # preset name -> config overrides
     tokenizer_family: str = "gpt2"  # minilm.tokenizers family trained for it
+    attach_tokenizer: Callable | None = None  # (model, tokenizer) -> None, for models that read the vocabulary
 
 
 @dataclass
@@ -39,6 +40,26 @@ class ObjectiveEntry:
 
 MODELS: dict[str, ModelEntry] = {}
 OBJECTIVES: dict[str, ObjectiveEntry] = {}
+
+
+def check_size(entry: ModelEntry, size: str) -> None:
+    if size not in entry.sizes:
+        raise ConfigError(f"model {entry.name!r} has no size {size!r}; sizes: {', '.join(entry.sizes)}")
+
+
+def model_config(entry: ModelEntry, size: str, vocab_size: int, overrides: dict):
+    """The config of ``entry`` at preset ``size`` for a vocabulary of ``vocab_size``, with ``model.<key>`` overrides."""
+    check_size(entry, size)
+    config = update(entry.config_class(), {**entry.sizes[size], "vocab_size": vocab_size}, "model")
+    return update(config, overrides, "model")
+
+
+def build_model(entry: ModelEntry, config, tokenizer=None) -> nn.Module:
+    """A fresh model from ``config``; one that reads its vocabulary (ELMo spells tokens) is shown ``tokenizer``."""
+    model = entry.build(config)
+    if tokenizer is not None and entry.attach_tokenizer is not None:
+        entry.attach_tokenizer(model, tokenizer)
+    return model
 
 
 def register_model(entry: ModelEntry) -> ModelEntry:
