@@ -1,0 +1,299 @@
+"""Training throughput of the default causal LM against transformers' GPT2LMHeadModel on the same config, and MFU.
+
+    python benchmarks/train_throughput.py              # 2 torch threads, then 1; 12 timed rounds; 1-3 minutes
+    python benchmarks/train_throughput.py --quick      # 4 rounds, for a smoke test
+    python benchmarks/train_throughput.py --threads 1  # one thread count only
+    python benchmarks/train_throughput.py --batch-size 8 --seq-len 256
+
+minilm's GPT (``GPT_SIZES["tiny"]``, the default pretraining model) trains through the real ``Trainer.train_step``
+(the step the CLI runs: forward, loss, backward, gradient clipping at 1.0, fused AdamW, LambdaLR, zero_grad).
+transformers' ``GPT2LMHeadModel`` with the identical config trains through a hand loop doing the same: the same
+cross-entropy, clipping, AdamW parameter groups, betas, schedule and ``fused`` setting, so the primary ratio is about
+the model. Two more transformers rows put it in context: the default (unfused) torch AdamW, as it is usually run,
+and ``activation_function="gelu_pytorch_tanh"``, the same tanh-approximated GELU on torch's kernel instead of the
+written-out formula that "gelu_new" runs in transformers.
+
+Every variant is warmed up, then they are timed round-robin, one step each per round (minilm, transformers, ...,
+minilm, ...), so that a noisy machine slows all alike; the tables report medians of the wall clock and of the
+process's CPU time (which leaves out the time other processes hold the cores: the steadier ratio on a shared
+machine). Each round also times one 2048x2048x2048 fp32 matmul: its median is the machine's matmul peak for the MFU
+(model FLOP/s / peak), measured under the same load as the steps. Model FLOPs per token follow the PaLM
+convention (Chowdhery et al. 2022, appendix B): 6 N + 12 L T d, with N the non-embedding parameters plus the output
+projection (which is tied to the token embedding but is a real matmul), L layers, T the sequence length, d the width.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import sys
+import time
+import warnings
+
+# Idle OpenMP threads that spin steal the CPU from the other thread on a small, shared machine. Must be set before
+# torch starts its thread pool (see benchmarks/attention.py).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from minilm.models.gpt import GPT, GPTConfig  # noqa: E402
+from minilm.train.builtins import GPT_SIZES, clm_loss  # noqa: E402
+from minilm.train.trainer import TrainConfig, Trainer, lr_lambda, parameter_groups  # noqa: E402
+
+VOCAB_SIZE = 8192  # the default job's tokenizer size
+MINILM = "minilm GPT, Trainer.train_step"
+PEAK_N = 2048  # the matmul that stands for the machine's peak: (n, n) @ (n, n) in fp32
+
+
+# ------------------------------------------------------------------------------------------ models
+
+
+def minilm_config(seq_len: int) -> GPTConfig:
+    config = GPTConfig(vocab_size=VOCAB_SIZE, **GPT_SIZES["tiny"])
+    config.dropout = 0.0  # tiny already has none; stated so both sides compare like with like
+    if seq_len > config.max_len:
+        raise SystemExit(f"--seq-len {seq_len} is longer than the tiny model's {config.max_len} positions")
+    return config
+
+
+def transformers_model(config: GPTConfig, activation: str, attention: str | None = "sdpa"):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    hf_config = GPT2Config(
+        vocab_size=config.vocab_size,
+        n_positions=config.max_len,
+        n_embd=config.d_model,
+        n_layer=config.n_layers,
+        n_head=config.n_heads,
+        n_inner=config.d_ff or 4 * config.d_model,
+        activation_function=activation,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        layer_norm_epsilon=config.norm_eps,
+        bos_token_id=0,  # GPT-2's 50256 lies outside this vocabulary (transformers warns about it)
+        eos_token_id=0,
+        attn_implementation=attention,  # "sdpa" is also transformers' default here (None: its default, printed)
+    )
+    return GPT2LMHeadModel(hf_config)
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())  # .parameters() lists a tied weight once
+
+
+# ------------------------------------------------------------------------------------------ training steps
+
+
+def minilm_step(config: GPTConfig, data: torch.Tensor, batch_size: int):
+    """A Trainer as the CLI builds it (fused AdamW on CPU, clipping 1.0, warm-up + cosine LambdaLR); its train_step."""
+    train_config = TrainConfig(
+        batch_size=batch_size, device="cpu", progress=False, max_steps=10**9, log_every=10**9, run_dir=""
+    )
+    return Trainer(GPT(config), clm_loss, data, config=train_config).train_step
+
+
+def transformers_step(model, data: torch.Tensor, batch_size: int, fused: bool | None):
+    """The same step for a transformers model: same loss, clipping, AdamW groups and settings, same schedule."""
+    train_config = TrainConfig(batch_size=batch_size, max_steps=10**9)
+    optimizer = torch.optim.AdamW(
+        parameter_groups(model, train_config.weight_decay),
+        lr=train_config.lr,
+        betas=(train_config.beta1, train_config.beta2),
+        fused=fused,
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(train_config))
+    n_batches, step = len(data) // batch_size, 0
+
+    def train_step() -> float:
+        nonlocal step
+        block = data[(step % n_batches) * batch_size : (step % n_batches + 1) * batch_size]
+        step += 1
+        model.train()
+        logits = model(input_ids=block[:, :-1]).logits  # (B, T, V)
+        loss = F.cross_entropy(logits.flatten(0, 1), block[:, 1:].flatten())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), train_config.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.item()
+
+    return train_step
+
+
+def matmul_step(n: int = PEAK_N):
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return lambda: torch.mm(a, b)
+
+
+# ------------------------------------------------------------------------------------------ timing
+
+
+def time_round_robin(variants: dict, rounds: int, warmup: int) -> dict[str, tuple[float, float]]:
+    """Median (wall-clock, process CPU) seconds per call of each zero-argument callable.
+
+    ``warmup`` calls each, then ``rounds`` rounds of one call each; each round starts one variant later than the last,
+    so none always runs right after the same other. The CPU time (all of this process's threads) does not count the
+    time other processes hold the cores, so it moves less than the wall clock on a shared machine.
+    """
+    for fn in variants.values():
+        for _ in range(warmup):
+            fn()
+    names = list(variants)
+    wall, cpu = {name: [] for name in names}, {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            start, start_cpu = time.perf_counter(), time.process_time()
+            variants[name]()
+            cpu[name].append(time.process_time() - start_cpu)
+            wall[name].append(time.perf_counter() - start)
+    return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in names}
+
+
+# ------------------------------------------------------------------------------------------ FLOPs
+
+
+def flops_per_token(model: GPT, seq_len: int) -> tuple[float, list[tuple[str, str]]]:
+    """6 N + 12 L T d (PaLM, appendix B) and the rows of the table that explains it."""
+    c = model.config
+    total = count_parameters(model)
+    embeddings = model.embedding.token.weight.numel() + model.embedding.position.weight.numel()
+    non_embedding = total - embeddings
+    output = model.lm_head.weight.numel()  # tied to the token embedding, but a (d x V) matmul per token
+    n = non_embedding + output
+    attention = 12 * c.n_layers * seq_len * c.d_model
+    rows = [
+        ("parameters", f"{total:,}"),
+        ("token + position embeddings", f"{embeddings:,}"),
+        ("non-embedding (blocks, final norm: weights, biases, norms)", f"{non_embedding:,}"),
+        ("output projection d x V (tied, counted as compute)", f"{output:,}"),
+        ("N = non-embedding + output projection", f"{n:,}"),
+        ("6 N per token", f"{6 * n / 1e6:.2f} MFLOP"),
+        (f"attention 12 L T d per token (L={c.n_layers}, T={seq_len}, d={c.d_model})", f"{attention / 1e6:.2f} MFLOP"),
+        ("model FLOPs per token", f"{(6 * n + attention) / 1e6:.2f} MFLOP"),
+    ]
+    return 6 * n + attention, rows
+
+
+# ------------------------------------------------------------------------------------------ main
+
+
+def throughput_table(threads: int, args, config: GPTConfig, flops: float) -> str:
+    torch.set_num_threads(threads)
+    tokens = args.batch_size * args.seq_len
+    generator = torch.Generator().manual_seed(0)
+    data = torch.randint(0, VOCAB_SIZE, (8 * args.batch_size, args.seq_len + 1), generator=generator)
+    variants = {
+        MINILM: minilm_step(config, data, args.batch_size),
+        "transformers GPT2LMHeadModel (primary)": transformers_step(
+            transformers_model(config, "gelu_new"), data, args.batch_size, fused=True
+        ),
+        "transformers, default AdamW (as usually run)": transformers_step(
+            transformers_model(config, "gelu_new"), data, args.batch_size, fused=None
+        ),
+        "transformers, gelu_pytorch_tanh": transformers_step(
+            transformers_model(config, "gelu_pytorch_tanh"), data, args.batch_size, fused=True
+        ),
+        "matmul peak": matmul_step(),
+    }
+    median = time_round_robin(variants, args.rounds, warmup=args.warmup)
+    peak = 2 * PEAK_N**3 / median.pop("matmul peak")[0]
+    ours, ours_cpu = median[MINILM]
+    rows = [
+        f"**{threads} thread{'s' if threads > 1 else ''}**, median of {args.rounds} steps of each, round-robin; "
+        f"matmul peak ({PEAK_N}^3 fp32, median): {peak / 1e9:.0f} GFLOP/s\n",
+        "| variant | ms/step | tokens/s | minilm speed-up | CPU ms/step | speed-up by CPU time | model GFLOP/s | MFU |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, (seconds, cpu_seconds) in median.items():
+        tokens_per_s = tokens / seconds
+        achieved = flops * tokens_per_s
+        speed_up, cpu_speed_up = ("—", "—") if name == MINILM else (seconds / ours, cpu_seconds / ours_cpu)
+        speed_up, cpu_speed_up = (x if isinstance(x, str) else f"{x:.2f}x" for x in (speed_up, cpu_speed_up))
+        rows.append(
+            f"| {name} | {1000 * seconds:.0f} | {tokens_per_s:,.0f} | {speed_up} | {1000 * cpu_seconds:.0f} | "
+            f"{cpu_speed_up} | {achieved / 1e9:.0f} | {achieved / peak:.0%} |"
+        )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="4 timed rounds instead of 12")
+    parser.add_argument(
+        "--threads", default="2,1", help="comma-separated torch thread counts, timed one after the other (2,1)"
+    )
+    parser.add_argument("--batch-size", type=int, default=16, help="blocks per step (16, the default job's)")
+    parser.add_argument("--seq-len", type=int, default=128, help="tokens per block (128, the default job's)")
+    args = parser.parse_args()
+    args.rounds, args.warmup = (4, 1) if args.quick else (12, 2)
+    thread_counts = [int(t) for t in args.threads.split(",")]
+
+    warnings.filterwarnings("ignore", module="transformers")
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    config = minilm_config(args.seq_len)
+    minilm_model = GPT(config)
+    reference = transformers_model(config, "gelu_new")
+    default_attention = transformers_model(config, "gelu_new", attention=None).config._attn_implementation
+    n_minilm, n_transformers = count_parameters(minilm_model), count_parameters(reference)
+    if n_minilm != n_transformers:
+        raise SystemExit(f"parameter counts differ: minilm {n_minilm:,}, transformers {n_transformers:,}")
+    flops, flop_rows = flops_per_token(minilm_model, args.seq_len)
+
+    print(f"date: {datetime.date.today()}; command: python {' '.join(sys.argv)}")
+    print(
+        f"machine: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
+        f"torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, Python {platform.python_version()}; "
+        f"load average {os.getloadavg()[0]:.1f} at start"
+    )
+    c = config
+    t = TrainConfig()
+    print(
+        f"\nConfig (both models: fp32, weight tying, AdamW lr {t.lr:g}, betas ({t.beta1}, {t.beta2}), weight decay "
+        f"{t.weight_decay} on matrices, grad clip {t.grad_clip}, {t.schedule} schedule with {t.warmup_steps} warm-up "
+        "steps):\n"
+    )
+    print("| setting | minilm GPTConfig | transformers GPT2Config |\n|---|---|---|")
+    for label, ours, theirs in [
+        ("vocabulary", f"vocab_size={c.vocab_size}", f"vocab_size={c.vocab_size}"),
+        ("positions", f"max_len={c.max_len}", f"n_positions={c.max_len}"),
+        (
+            "layers / heads / width",
+            f"{c.n_layers} / {c.n_heads} / {c.d_model}",
+            f"{c.n_layers} / {c.n_heads} / {c.d_model}",
+        ),
+        ("feed-forward", f"d_ff={c.d_ff or 4 * c.d_model}", f"n_inner={c.d_ff or 4 * c.d_model}"),
+        ("activation", "gelu_new (F.gelu, approximate='tanh')", "gelu_new (written-out formula)"),
+        (
+            "attention",
+            "F.scaled_dot_product_attention, is_causal",
+            f"{reference.config._attn_implementation} (transformers' default here: {default_attention})",
+        ),
+        ("dropout", f"{c.dropout}", "resid/embd/attn_pdrop=0.0"),
+        ("parameters", f"{n_minilm:,}", f"{n_transformers:,}"),
+        ("batch x sequence", f"{args.batch_size} x {args.seq_len}", f"{args.batch_size} x {args.seq_len}"),
+    ]:
+        print(f"| {label} | {ours} | {theirs} |")
+    print("\nModel FLOPs (PaLM convention; the causal mask's skipped half of attention is counted anyway):\n")
+    print("| quantity | value |\n|---|---:|")
+    for label, value in flop_rows:
+        print(f"| {label} | {value} |")
+    print(
+        f"\nTraining step throughput, {args.batch_size * args.seq_len:,} tokens/step (speed-up: their time / ours):\n"
+    )
+    for i, threads in enumerate(thread_counts):
+        if i:
+            print()
+        print(throughput_table(threads, args, config, flops))
+
+
+if __name__ == "__main__":
+    main()
