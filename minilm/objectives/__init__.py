@@ -1,5 +1,62 @@
 """Pretraining objectives as pure functions: corrupt a batch, compute a loss. No model knowledge."""
 
+from .bilm import bilm_loss
 from .causal_lm import causal_lm_loss, language_model_blocks
+from .mlm import (
+    IGNORE_INDEX,
+    DynamicMasking,
+    MaskingConfig,
+    StaticMaskedDataset,
+    is_word_start,
+    mask_tokens,
+    masked_positions,
+    mlm_loss,
+    pad_batch,
+    word_ids_from_encoding,
+    word_ids_from_starts,
+)
+from .nsp import (
+    FORMATS,
+    IS_NEXT,
+    NOT_NEXT,
+    Template,
+    doc_sentences,
+    full_sentences,
+    make_examples,
+    nsp_loss,
+    nsp_pairs,
+    segment_pair,
+    sentence_pair,
+    tokenize_documents,
+    truncate_pair,
+)
 
-__all__ = ["causal_lm_loss", "language_model_blocks"]
+__all__ = [
+    "FORMATS",
+    "IGNORE_INDEX",
+    "IS_NEXT",
+    "NOT_NEXT",
+    "DynamicMasking",
+    "MaskingConfig",
+    "StaticMaskedDataset",
+    "Template",
+    "bilm_loss",
+    "causal_lm_loss",
+    "doc_sentences",
+    "full_sentences",
+    "is_word_start",
+    "language_model_blocks",
+    "make_examples",
+    "mask_tokens",
+    "masked_positions",
+    "mlm_loss",
+    "nsp_loss",
+    "nsp_pairs",
+    "pad_batch",
+    "segment_pair",
+    "sentence_pair",
+    "tokenize_documents",
+    "truncate_pair",
+    "word_ids_from_encoding",
+    "word_ids_from_starts",
+]
