@@ -351,14 +351,11 @@ def test_parameter_counts_match_the_formula_and_allennlp(size, millions):
 
 
 def test_registered_in_minilm_train():
-    from minilm.train.registry import MODELS, OBJECTIVES, _register_builtins
+    from minilm.objectives.causal_lm import language_model_blocks
+    from minilm.train.registry import get_model, get_objective
 
-    _register_builtins()
-    if "elmo" not in MODELS:
-        pytest.skip("elmo is not registered in minilm.train.builtins yet")
-    entry, objective = MODELS["elmo"], OBJECTIVES["bilm"]
-    config = dataclasses.replace(SMALL, **entry.sizes["tiny"])
-    model = entry.build(config)
-    examples = objective.make_examples(torch.randint(0, V, (200,)), 16)
-    out = objective.loss(model, examples[:2])
+    entry, objective = get_model("elmo"), get_objective("bilm", "elmo")
+    model = entry.build(dataclasses.replace(SMALL, **entry.sizes["tiny"]))
+    assert entry.attach_tokenizer is not None  # ELMo is given its vocabulary's spelling
+    out = objective.loss(model, language_model_blocks(torch.randint(0, V, (200,)), 16)[:2])
     assert out.loss.ndim == 0 and out.n_tokens == 2 * 16

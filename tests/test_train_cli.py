@@ -54,7 +54,7 @@ def test_a_toml_config_with_overrides(tmp_path, capsys):
     config.write_text("[job]\nseq_len = 16\n[train]\nmax_steps = 2\n[model]\nn_layers = 1\n")
     cli = [a for a in TINY if not a.startswith("seq_len")]  # the command line would win over the file
     assert main(["--config", str(config), *cli, "max_steps=1", "sample_tokens=0", f"run_dir={tmp_path / 'r'}"]) == 0
-    assert "examples of 16 tokens" in capsys.readouterr().out
+    assert "examples of up to 16 tokens" in capsys.readouterr().out
     assert len([e for e in read_metrics(tmp_path / "r" / "metrics.jsonl") if e["split"] == "train"]) == 1
 
 
@@ -104,3 +104,29 @@ def test_resuming_into_another_model_or_a_corrupt_checkpoint_fails_cleanly(tmp_p
     assert "corrupt or truncated" in capsys.readouterr().err
     assert main(["--resume", str(tmp_path / "nothing")]) == 2
     assert "no config.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--model", "bert", "--objective", "mlm"],
+        ["--model", "roberta", "--objective", "mlm", "masking=static", "whole_word=true", "format=doc_sentences"],
+        ["--model", "elmo", "--objective", "bilm", "model.char_embed_dim=4"],
+    ],
+    ids=["bert-mlm", "roberta-static-whole-word", "elmo-bilm"],
+)
+def test_registered_models_and_objectives_train_from_the_cli(args, tmp_path, capsys):
+    tiny = [a for a in TINY if not a.startswith(("model.", "vocab_size"))]
+    assert main([*tiny, *args, "vocab_size=600", "max_steps=3", "eval_every=3", f"run_dir={tmp_path}"]) == 0
+    out = capsys.readouterr().out
+    assert f"({args[3]})" in out and "validation loss" in out
+    train = [e["loss"] for e in read_metrics(tmp_path / "metrics.jsonl") if e["split"] == "train"]
+    assert len(train) == 3 and all(0 < loss < 20 for loss in train)
+
+
+def test_next_sentence_prediction_needs_pairs(tmp_path, capsys):
+    args = ["--model", "bert", "--objective", "mlm+nsp", "format=full_sentences", f"run_dir={tmp_path}"]
+    assert main([*TINY[:3], *args]) == 2
+    assert "needs sentence pairs" in capsys.readouterr().err
+    assert main([*TINY[:3], "--model", "gpt", "--objective", "mlm", f"run_dir={tmp_path}"]) == 2
+    assert "objective 'mlm' trains bert, roberta, not model 'gpt'" in capsys.readouterr().err

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import torch
 
+from minilm.objectives.nsp import FORMATS
 from minilm.train import checkpoint as ckpt
 from minilm.train import registry
 from minilm.train.cli import command_line_layer, exit_code, models_help, resolve_layers, settings_help
-from minilm.train.config import ConfigError
+from minilm.train.config import ConfigError, choice
 from minilm.train.registry import OBJECTIVES, get_model, get_objective, model_config
-from minilm.train.trainer import TrainConfig, Trainer
+from minilm.train.trainer import TrainConfig, Trainer, default_collate
 from minilm.utils import seed_all
 
 BUILTIN_CORPORA = ("gutenberg", "wikitext", "tinyshakespeare")
@@ -35,6 +36,10 @@ class PretrainConfig:
     vocab_size: int = 8192  # size of the tokenizer trained on the corpus
     seq_len: int = 128  # tokens per training example (at most the model's max_len)
     validation_fraction: float = 0.05  # the last paragraphs of each document held out for validation
+    format: str = "full_sentences"  # masked LMs: segment_pair, sentence_pair, full_sentences or doc_sentences
+    masking: str = "dynamic"  # masked LMs: "dynamic" (new masks every batch) or "static" (10 fixed copies)
+    whole_word: bool = False  # masked LMs: mask all the sub-words of a chosen word together
+    seed: int = 0  # for the corpus's examples (pairs, static masks); the training seed is train.seed
     prompt: str = "It was"  # start of the sample generated at the end
     sample_tokens: int = 60  # tokens of that sample (0: none)
 
@@ -43,6 +48,8 @@ class PretrainConfig:
             raise ConfigError("seq_len and vocab_size must be positive")
         if not 0 < self.validation_fraction < 1:
             raise ConfigError(f"validation_fraction must be between 0 and 1, got {self.validation_fraction}")
+        choice(self.format, FORMATS, "format")
+        choice(self.masking, ("dynamic", "static"), "masking")
 
 
 SHORTHANDS = ("model", "objective", "size")  # --model X is model=X
@@ -73,22 +80,17 @@ def load_documents(corpus: str):
     return docs
 
 
-def split_documents(docs, fraction: float) -> tuple[list[str], list[str]]:
-    """Train and validation texts: the last ``fraction`` of each document's paragraphs is held out."""
+def split_documents(docs, fraction: float) -> tuple[list, list]:
+    """Train and validation documents: the last ``fraction`` of each document's paragraphs is held out."""
+    from minilm.data import Document
+
     train, validation = [], []
     for doc in docs:
         n_val = max(1, round(len(doc.paragraphs) * fraction)) if len(doc.paragraphs) > 1 else 0
         cut = len(doc.paragraphs) - n_val
-        train.append("\n\n".join(doc.paragraphs[:cut]))
-        validation.append("\n\n".join(doc.paragraphs[cut:]))
-    return [t for t in train if t], [v for v in validation if v]
-
-
-def token_stream(tokenizer, texts: list[str]) -> torch.Tensor:
-    """All texts' token ids in one 1-D tensor, each text followed by the end-of-text token."""
-    separator = [tokenizer.eos_id] if tokenizer.eos_id is not None else []
-    encodings = tokenizer.backend.encode_batch(texts, add_special_tokens=False)
-    return torch.tensor([i for e in encodings for i in (*e.ids, *separator)], dtype=torch.long)
+        train.append(Document(doc.title, doc.paragraphs[:cut]))
+        validation.append(Document(doc.title, doc.paragraphs[cut:]))
+    return [d for d in train if d.paragraphs], [d for d in validation if d.paragraphs]
 
 
 def build_tokenizer(job: PretrainConfig, family: str, train_texts: list[str], run_dir: Path | None):
@@ -107,9 +109,10 @@ def build_tokenizer(job: PretrainConfig, family: str, train_texts: list[str], ru
 # ---------------------------------------------------------------------------------------------- the job
 
 
-def build_model(job: PretrainConfig, model_overrides: dict, tokenizer):
+def build_model(job: PretrainConfig, model_overrides: dict, tokenizer, settings: dict):
+    """The job's model; ``settings`` are what the objective needs of it (e.g. an NSP head), applied last."""
     entry = get_model(job.model)
-    config = model_config(entry, job.size, tokenizer.vocab_size, model_overrides)
+    config = model_config(entry, job.size, tokenizer.vocab_size, {**model_overrides, **settings})
     max_len = getattr(config, "max_len", None)
     if max_len is not None and job.seq_len > max_len:
         raise ConfigError(
@@ -124,20 +127,32 @@ def run(job: PretrainConfig, train: TrainConfig, model_overrides: dict, resume: 
     entry, objective = get_model(job.model), get_objective(job.objective, job.model)
     run_dir = Path(train.run_dir) if train.run_dir else None
     docs = load_documents(job.corpus)
-    train_texts, val_texts = split_documents(docs, job.validation_fraction)
-    if not train_texts:
+    train_docs, val_docs = split_documents(docs, job.validation_fraction)
+    if not train_docs:
         raise ConfigError(f"corpus {job.corpus!r} is empty: it holds no text to train on")
-    tokenizer = build_tokenizer(job, entry.tokenizer_family, train_texts, run_dir)
-    train_ids, val_ids = token_stream(tokenizer, train_texts), token_stream(tokenizer, val_texts)
+    tokenizer = build_tokenizer(job, entry.tokenizer_family, [d.text for d in train_docs], run_dir)
     try:
-        train_examples = objective.make_examples(train_ids, job.seq_len)
-        val_examples = objective.make_examples(val_ids, job.seq_len) if val_ids.numel() > job.seq_len else None
+        train_examples, collate = objective.prepare(train_docs, tokenizer, job)
+        val_examples, val_collate = (None, None)
+        if val_docs:
+            val_examples, val_collate = objective.prepare(val_docs, tokenizer, job, validation=True)
+    except ConfigError:
+        raise
     except ValueError as err:
         raise ConfigError(f"corpus {job.corpus!r} is too small for seq_len={job.seq_len}: {err}") from None
     seed_all(train.seed)  # the same initial weights in every process and every rerun
-    model, config = build_model(job, model_overrides, tokenizer)
+    model, config = build_model(job, model_overrides, tokenizer, objective.model_settings)
     run_config = {"job": dataclasses.asdict(job), "model": dataclasses.asdict(config)}
-    trainer = Trainer(model, objective.loss, train_examples, train, eval_data=val_examples, run_config=run_config)
+    trainer = Trainer(
+        model,
+        objective.loss,
+        train_examples,
+        train,
+        eval_data=val_examples,
+        collate=collate or default_collate,
+        eval_collate=val_collate,
+        run_config=run_config,
+    )
     if resume:
         step = trainer.resume(resume)
         print(f"resumed from {resume} at step {step}")
@@ -145,7 +160,7 @@ def run(job: PretrainConfig, train: TrainConfig, model_overrides: dict, resume: 
         n_params = sum(p.numel() for p in model.parameters())
         print(
             f"{job.model} ({job.size}, {n_params / 1e6:.1f}M parameters) on {job.corpus}: "
-            f"{train_ids.numel():,} training tokens, {len(train_examples):,} examples of {job.seq_len} tokens; "
+            f"{len(train_examples):,} training examples of up to {job.seq_len} tokens ({job.objective}); "
             f"device {trainer.device}, {trainer.dtype}, {trainer.dist.world_size} process(es)"
         )
     start = time.perf_counter()

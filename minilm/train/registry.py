@@ -4,8 +4,9 @@ works for every pair without touching the training loop.
 A model entry says how to build the model from its config dataclass, its size presets and its tokenizer family.
 A registered model keeps one contract: ``features(input_ids, attention_mask=None, ...) -> TransformerOutput``
 (hidden states, no output head), which fine-tuning builds on, and a ``config`` dataclass.
-An objective entry says which models it suits, how to turn a token stream into training examples, and how to
-compute the loss of a batch. Later chapters add theirs with :func:`register_model` / :func:`register_objective`.
+An objective entry says which models it suits, how to turn the corpus's documents into training examples (and how to
+collate them into batches), and how to compute the loss of a batch. Later chapters add theirs with
+:func:`register_model` / :func:`register_objective`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import torch
 from torch import nn
 
 from minilm.train.config import ConfigError, _suggest, update
@@ -33,9 +33,11 @@ class ModelEntry:
 class ObjectiveEntry:
     name: str
     models: tuple[str, ...]  # model names it can train
-    make_examples: Callable[[torch.Tensor, int], torch.Tensor]  # (token stream, seq_len) -> examples
+    # (documents, tokenizer, job, validation) -> (examples, collate or None): the corpus as training examples
+    prepare: Callable
     loss: Callable  # (model, batch) -> LossOutput
     description: str = ""
+    model_settings: dict = field(default_factory=dict)  # model config values it needs (e.g. an NSP head or not)
 
 
 MODELS: dict[str, ModelEntry] = {}

@@ -190,7 +190,8 @@ class Trainer:
     """Train ``model`` on ``train_data`` (a sequence of examples) by minimising ``loss_fn(model, batch)``.
 
     ``eval_data``: examples evaluated every ``eval_every`` steps (mean loss, and perplexity = exp(loss)).
-    ``collate``: list of examples -> batch (default: stack tensors). ``run_config``: extra settings (model,
+    ``collate``: list of examples -> batch (default: stack tensors); ``eval_collate`` for the eval data (default:
+    the same). ``run_config``: extra settings (model,
     objective, ...) written with the TrainConfig into ``run_dir/config.json``. ``on_eval``: called with the
     metrics dict after each evaluation (e.g. to print samples).
     """
@@ -203,6 +204,7 @@ class Trainer:
         config: TrainConfig | None = None,
         eval_data: Sequence | None = None,
         collate: Callable[[list], object] = default_collate,
+        eval_collate: Callable[[list], object] | None = None,
         run_config: dict | None = None,
         on_eval: Callable[[dict], None] | None = None,
     ) -> None:
@@ -221,6 +223,7 @@ class Trainer:
         self.device = self.dist.device
         self.dtype = resolve_precision(config.precision, self.device)
         self.loss_fn, self.collate, self.on_eval = loss_fn, collate, on_eval
+        self.eval_collate = eval_collate or collate
         self.train_data, self.eval_data = train_data, eval_data
         self.run_config = run_config or {}
         self.run_dir = Path(config.run_dir) if config.run_dir else None
@@ -321,7 +324,7 @@ class Trainer:
         total = torch.zeros(2, device=self.device)  # (sum of loss x examples, examples)
         for start in range(0, len(mine), micro):
             chunk = mine[start : start + micro]
-            batch = to_device(self.collate([self.eval_data[i] for i in chunk]), self.device)
+            batch = to_device(self.eval_collate([self.eval_data[i] for i in chunk]), self.device)
             with self._autocast():
                 loss = self.loss_fn(self.model, batch).loss.float()
             total += torch.stack([loss * len(chunk), torch.tensor(float(len(chunk)), device=self.device)])
