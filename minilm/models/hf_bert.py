@@ -1,7 +1,9 @@
 """Hugging Face-layout BERT and RoBERTa checkpoints -> :class:`minilm.models.bert.Bert`.
 
 A checkpoint is a folder with ``config.json`` and ``model.safetensors`` (or shards listed in
-``model.safetensors.index.json``). Pickled ``pytorch_model.bin`` files are refused: unpickling runs arbitrary code.
+``model.safetensors.index.json``), read by :mod:`minilm.models.hf_loading`, which also checks every name and shape
+and refuses pickled ``pytorch_model.bin`` files (unpickling runs arbitrary code). This module holds what is BERT's own:
+the config fields, the names, the tied copies and the vocabulary.
 
 Names (after an optional ``bert.`` / ``roberta.`` prefix, present when a head class saved the file)::
 
@@ -36,15 +38,20 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
 from torch import Tensor
 
 from minilm.models.bert import Bert, BertConfig
+from minilm.models.hf_loading import (
+    CONFIG_NAME,
+    CheckpointError,
+    check_model_type,
+    drop_keys,
+    load_converted,
+    read_config,
+    read_safetensors,
+    strip_prefix,
+)
 
-CONFIG_NAME = "config.json"
-WEIGHTS_NAME = "model.safetensors"
-WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
-PICKLE_NAMES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack")
 MODEL_TYPES = ("bert", "roberta")
 
 # transformers' hidden_act names -> minilm.nn.ACTIVATIONS
@@ -86,62 +93,8 @@ _LAYER_MODULES = {  # inside encoder.layer.N
 }
 _LEAVES = {"weight": "weight", "bias": "bias", "gamma": "weight", "beta": "bias"}
 _LAYER = re.compile(r"encoder\.layer\.(\d+)\.(.+)")
-_BUFFERS = re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$")
+_BUFFERS = r"(.*\.)?embeddings\.(position_ids|token_type_ids)"  # whole names
 _TIED = "mlm_head.decoder.weight"  # is embedding.token.weight
-
-
-class CheckpointError(ValueError):
-    """A checkpoint folder cannot be loaded as it is; the message says what is wrong and what to do."""
-
-
-# --- files --------------------------------------------------------------------------------------------------------
-
-
-def _folder(path: str | Path) -> Path:
-    folder = Path(path)
-    if not folder.is_dir():
-        raise FileNotFoundError(
-            f"{folder} is not a folder: pass a Hugging Face checkpoint folder (config.json + weights)"
-        )
-    return folder
-
-
-def read_config(path: str | Path) -> dict:
-    """The folder's ``config.json`` as a dict."""
-    file = _folder(path) / CONFIG_NAME
-    if not file.is_file():
-        raise FileNotFoundError(f"{file.parent} has no {CONFIG_NAME}: is it a Hugging Face checkpoint folder?")
-    try:
-        config = json.loads(file.read_text())
-    except ValueError as e:
-        raise CheckpointError(f"{file} is not valid JSON ({e})") from None
-    if not isinstance(config, dict):
-        raise CheckpointError(f"{file} does not hold a JSON object")
-    return config
-
-
-def read_safetensors(path: str | Path, device: str | torch.device = "cpu") -> dict[str, Tensor]:
-    """All tensors of the folder's ``model.safetensors`` (or of the shards its index lists). Never unpickles."""
-    folder = _folder(path)
-    if (folder / WEIGHTS_NAME).is_file():
-        return load_file(folder / WEIGHTS_NAME, device=str(device))
-    index = folder / WEIGHTS_INDEX_NAME
-    if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        tensors: dict[str, Tensor] = {}
-        for shard in shards:
-            if not (folder / shard).is_file():
-                raise FileNotFoundError(f"{index} lists the shard {shard}, which is not in {folder}")
-            tensors.update(load_file(folder / shard, device=str(device)))
-        return tensors
-    pickled = [name for name in PICKLE_NAMES if (folder / name).is_file()]
-    if pickled:
-        raise CheckpointError(
-            f"{folder} has only {pickled[0]}, no {WEIGHTS_NAME}; minilm does not load pickled weights (unpickling "
-            "runs arbitrary code). Convert it once where you trust the file: transformers' "
-            f"AutoModel.from_pretrained(folder).save_pretrained(folder) writes {WEIGHTS_NAME}"
-        )
-    raise FileNotFoundError(f"{folder} has no {WEIGHTS_NAME} (nor {WEIGHTS_INDEX_NAME})")
 
 
 # --- configuration ------------------------------------------------------------------------------------------------
@@ -149,11 +102,8 @@ def read_safetensors(path: str | Path, device: str | torch.device = "cpu") -> di
 
 def bert_config_from_hf(hf: Mapping, source: str = CONFIG_NAME) -> BertConfig:
     """A transformers ``BertConfig`` / ``RobertaConfig`` dict -> :class:`BertConfig` (every head switched on)."""
-    model_type = hf.get("model_type")
-    if model_type not in MODEL_TYPES:
-        raise CheckpointError(
-            f"{source}: model_type {model_type!r} is not one Bert.from_pretrained loads ({', '.join(MODEL_TYPES)})"
-        )
+    check_model_type(hf, MODEL_TYPES, source)
+    model_type = hf["model_type"]
     required = [
         "vocab_size",
         "hidden_size",
@@ -225,15 +175,18 @@ def convert_hf_state_dict(tensors: Mapping[str, Tensor], model_type: str) -> tup
 
     The tied MLM decoder weight is checked against the word embeddings and left out (the model ties it itself).
     """
-    prefix = f"{model_type}."
+    converted, _, ignored = _convert(tensors, model_type)
+    return converted, ignored
+
+
+def _convert(tensors: Mapping[str, Tensor], model_type: str) -> tuple[dict[str, Tensor], dict[str, str], list[str]]:
+    """:func:`convert_hf_state_dict`, with the checkpoint name each minilm name came from (for messages) between."""
+    tensors = drop_keys(strip_prefix(tensors, f"{model_type}."), _BUFFERS)  # buffers: derived, not weights
     converted: dict[str, Tensor] = {}
     source: dict[str, str] = {}
     ignored = []
     for name, tensor in tensors.items():
-        if _BUFFERS.search(name):
-            continue  # derived buffers, not weights
-        short = name[len(prefix) :] if name.startswith(prefix) else name
-        ours = hf_name_to_minilm(short)
+        ours = hf_name_to_minilm(name)
         if ours is None:
             ignored.append(name)
             continue
@@ -250,7 +203,7 @@ def convert_hf_state_dict(tensors: Mapping[str, Tensor], model_type: str) -> tup
                 f"{source[_TIED]} differs from the word embeddings: minilm's Bert ties its MLM decoder to them "
                 "(tie_word_embeddings=False checkpoints are not supported)"
             )
-    return converted, ignored
+    return converted, source, ignored
 
 
 # --- loading ------------------------------------------------------------------------------------------------------
@@ -267,33 +220,21 @@ def load_hf_bert(
     ``tokenizer``: checked against the checkpoint's vocabulary first (:func:`check_vocabulary`).
     ``dtype``: the parameters' dtype (None: as stored).
     """
-    folder = _folder(path)
+    folder = Path(path)
     hf = read_config(folder)
     config = bert_config_from_hf(hf, str(folder / CONFIG_NAME))
     if tokenizer is not None:
         check_vocabulary(config, tokenizer, folder)
-    tensors, ignored = convert_hf_state_dict(read_safetensors(folder, device), hf["model_type"])
+    tensors, origin, ignored = _convert(read_safetensors(folder, device), hf["model_type"])
     config.pooler = "pooler.dense.weight" in tensors
     config.mlm = any(name.startswith("mlm_head.") for name in tensors)
     config.nsp = "nsp_head.weight" in tensors
     with torch.device("meta"):  # no memory, no initialisation: every tensor comes from the file
         model = Bert(config)
-    expected = {name: t.shape for name, t in model.state_dict().items() if name != _TIED}
-    problems = [f"missing {name} {tuple(shape)}" for name, shape in expected.items() if name not in tensors]
-    problems += [f"unexpected {name}" for name in tensors if name not in expected]
-    problems += [
-        f"{name} has shape {tuple(t.shape)}, config.json implies {tuple(expected[name])}"
-        for name, t in tensors.items()
-        if name in expected and t.shape != expected[name]
-    ]
-    if problems:
-        shown = "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else "")
-        raise CheckpointError(f"{folder} does not fit its config.json as a {hf['model_type']} model: {shown}")
     if dtype is not None:
         tensors = {name: t.to(dtype) if t.is_floating_point() else t for name, t in tensors.items()}
-    model.load_state_dict(tensors, strict=False, assign=True)  # every name checked above; the tied one re-tied here
-    if model.mlm_head is not None:
-        model.mlm_head.decoder.weight = model.embedding.token.weight
+    # every name and shape checked against the model its config.json implies; the tied decoder weight re-tied
+    load_converted(model, tensors, origin, source=str(folder), assign=True)
     if ignored:
         warnings.warn(
             f"{folder}: {len(ignored)} tensor(s) with no place in minilm's Bert were ignored "

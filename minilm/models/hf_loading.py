@@ -4,17 +4,18 @@ A Hugging Face checkpoint is a folder with ``config.json`` (the architecture's h
 field names) and ``model.safetensors`` (name -> tensor; large models split it into shards listed in
 ``model.safetensors.index.json``). Loading one into a minilm model takes four steps, each a function here:
 
-1. :func:`read_config` and :func:`read_safetensors`: the folder's two files, with clear errors when one is missing;
-   :func:`check_config_fields` rejects fields a converter does not know.
+1. :func:`read_config` and :func:`read_safetensors`: the folder's two files, with clear errors when one is missing
+   (pickled ``pytorch_model.bin`` weights are refused: unpickling runs arbitrary code); :func:`check_model_type`
+   and :func:`check_config_fields` reject configs of another model or with fields a converter does not know.
 2. Normalise the names: :func:`strip_prefix` (``transformer.``, ``bert.``: present or not depending on the head
    class that saved the file) and :func:`drop_keys` (buffers such as GPT-2's causal ``attn.bias`` masks or BERT's
    ``position_ids``: derived data, not weights).
 3. Rename and reshape, model by model: each family's converter takes tensors from a :class:`CheckpointTensors`,
    which remembers what was taken, so whatever is never taken is reported as unexpected and whatever is absent as
    missing. :func:`transpose` turns GPT-2's ``Conv1D`` weights, stored (in, out), into ``nn.Linear``'s (out, in).
-4. :func:`load_converted` copies the converted tensors into the model after checking every name and shape, and
-   raises one :class:`CheckpointError` that lists all missing, unexpected and mis-shaped tensors at once, each
-   under both its minilm and its checkpoint name.
+4. :func:`load_converted` copies the converted tensors into the model (or, for a model built on the meta device,
+   assigns them) after checking every name and shape, and raises one :class:`CheckpointError` that lists all
+   missing, unexpected and mis-shaped tensors at once, each under both its minilm and its checkpoint name.
 
 Saving goes the other way: :func:`write_config` and :func:`write_safetensors`.
 """
@@ -33,6 +34,8 @@ from torch import Tensor, nn
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
+# weights in other formats, refused: pickles (unpickling runs arbitrary code) and other frameworks' files
+OTHER_WEIGHTS_PATTERNS = ("*.bin", "*.bin.index.json", "*.h5", "*.msgpack")
 
 # Fields any transformers config may carry that say nothing about the architecture: bookkeeping, defaults for the
 # forward pass's outputs, special token ids, labels of classification heads, and the generation defaults older
@@ -112,6 +115,11 @@ class CheckpointError(ValueError):
     mis-shaped tensors. The message names every offending field or tensor."""
 
 
+class UnsupportedWeightsError(CheckpointError, FileNotFoundError):
+    """A folder with weights only in a format minilm does not read (pickled ``pytorch_model.bin``, TF, Flax): there is
+    no safetensors file (a FileNotFoundError) and the checkpoint cannot be loaded as it is (a CheckpointError)."""
+
+
 def _folder(path: str | Path) -> Path:
     folder = Path(path)
     if not folder.is_dir():
@@ -126,14 +134,24 @@ def read_config(path: str | Path, model_type: str | Iterable[str] | None = None)
     file = _folder(path) / CONFIG_NAME
     if not file.is_file():
         raise FileNotFoundError(f"no {CONFIG_NAME} in {file.parent}: a Hugging Face checkpoint folder needs one")
-    config = json.loads(file.read_text(encoding="utf-8"))
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise CheckpointError(f"{file} is not valid JSON ({e})") from None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{file} does not hold a JSON object")
     if model_type is not None:
-        expected = (model_type,) if isinstance(model_type, str) else tuple(model_type)
-        if config.get("model_type") not in expected:
-            raise CheckpointError(
-                f"{file} has model_type={config.get('model_type')!r}, expected {' or '.join(map(repr, expected))}"
-            )
+        check_model_type(config, model_type, str(file))
     return config
+
+
+def check_model_type(config: Mapping, model_type: str | Iterable[str], source: str = CONFIG_NAME) -> None:
+    """Raise :class:`CheckpointError` unless ``config["model_type"]`` is (one of) ``model_type``."""
+    expected = (model_type,) if isinstance(model_type, str) else tuple(model_type)
+    if config.get("model_type") not in expected:
+        raise CheckpointError(
+            f"{source} has model_type={config.get('model_type')!r}, expected {' or '.join(map(repr, expected))}"
+        )
 
 
 def check_config_fields(config: Mapping, known: Iterable[str], source: str = "config.json") -> None:
@@ -150,21 +168,31 @@ def check_config_fields(config: Mapping, known: Iterable[str], source: str = "co
         )
 
 
-def read_safetensors(path: str | Path) -> dict[str, Tensor]:
-    """All tensors of ``path/model.safetensors``, or of the shards listed in ``model.safetensors.index.json``."""
+def read_safetensors(path: str | Path, device: str | torch.device = "cpu") -> dict[str, Tensor]:
+    """All tensors of ``path/model.safetensors``, or of the shards listed in ``model.safetensors.index.json``, loaded
+    onto ``device``. Never unpickles: a folder with only ``pytorch_model.bin`` (or TF / Flax weights) raises
+    :class:`UnsupportedWeightsError`."""
     folder = _folder(path)
     single, index = folder / WEIGHTS_NAME, folder / WEIGHTS_INDEX_NAME
     if single.is_file():
-        return load_file(single)
+        return load_file(single, device=str(device))
     if index.is_file():
         shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
         tensors: dict[str, Tensor] = {}
         for shard in shards:
-            tensors.update(load_file(folder / shard))
+            if not (folder / shard).is_file():
+                raise FileNotFoundError(f"{index} lists the shard {shard}, which is not in {folder}")
+            tensors.update(load_file(folder / shard, device=str(device)))
         return tensors
-    others = sorted(p.name for p in folder.glob("*.bin")) + sorted(p.name for p in folder.glob("*.h5"))
-    hint = f" (found {', '.join(others)}: convert it to safetensors first)" if others else ""
-    raise FileNotFoundError(f"no {WEIGHTS_NAME} or {WEIGHTS_INDEX_NAME} in {folder}{hint}")
+    missing = f"no {WEIGHTS_NAME} or {WEIGHTS_INDEX_NAME} in {folder}"
+    others = sorted({p.name for pattern in OTHER_WEIGHTS_PATTERNS for p in folder.glob(pattern)})
+    if others:
+        raise UnsupportedWeightsError(
+            f"{missing}, only {', '.join(others)}; minilm reads safetensors only and does not load pickled weights "
+            "(unpickling runs arbitrary code). Convert it once where you trust the file: transformers' "
+            f"AutoModel.from_pretrained(folder).save_pretrained(folder) writes {WEIGHTS_NAME}"
+        )
+    raise FileNotFoundError(missing)
 
 
 def strip_prefix(tensors: Mapping[str, Tensor], prefix: str) -> dict[str, Tensor]:
@@ -231,6 +259,7 @@ def load_converted(
     unexpected_in_checkpoint: Iterable[str] = (),
     strict: bool = True,
     source: str = "the checkpoint",
+    assign: bool = False,
 ) -> None:
     """Copy ``converted`` (minilm name -> tensor) into ``model``, after checking names and shapes.
 
@@ -238,6 +267,8 @@ def load_converted(
     ``missing_in_checkpoint`` / ``unexpected_in_checkpoint``: checkpoint names a converter looked for and did not
     find / found and did not use (:class:`CheckpointTensors`). Shape mismatches and missing tensors always raise;
     unexpected ones only with ``strict``. Tied parameters need loading under one of their names only.
+    ``assign``: make the converted tensors the model's parameters (their dtype and device kept) instead of copying
+    into the existing ones; for a model built on the meta device. Tied parameters are tied again afterwards.
     """
     origin = origin or {}
     state = model.state_dict()
@@ -262,6 +293,18 @@ def load_converted(
         problems.append("unexpected (pass strict=False to ignore): " + ", ".join(unexpected))
     if problems:
         raise CheckpointError(f"{source} does not fit {type(model).__name__}: " + " | ".join(problems))
+    if assign:
+        model.load_state_dict({k: v for k, v in converted.items() if k in state}, strict=False, assign=True)
+        tied: dict[str, list[str]] = {}  # assigning replaced a shared parameter under the loaded name only
+        for alias, name in aliases.items():
+            tied.setdefault(name, [name]).append(alias)
+        for names in tied.values():
+            loaded_as = next(n for n in names if n in converted)  # one is: otherwise it was reported missing
+            for n in names:
+                if n != loaded_as:
+                    module, _, attr = n.rpartition(".")
+                    setattr(model.get_submodule(module), attr, model.get_parameter(loaded_as))
+        return
     with torch.no_grad():
         for k, v in converted.items():
             if k in state:
