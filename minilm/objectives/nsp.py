@@ -139,6 +139,17 @@ def truncate_pair(a: list[int], b: list[int], max_tokens: int, rng: random.Rando
             longer.pop()
 
 
+def _pair_inputs(documents, max_tokens: int, template: Template, drawn: str) -> tuple[list, int]:
+    """The non-empty documents (at least two: NotNext ``drawn`` come from another one) and A+B's token budget."""
+    docs = _non_empty(documents)
+    if len(docs) < 2:
+        raise ValueError(f"NSP needs at least 2 non-empty documents to draw NotNext {drawn} from, got {len(docs)}")
+    budget = max_tokens - template.n_special(pair=True)
+    if budget < 2:
+        raise ValueError(f"max_tokens={max_tokens} leaves no room for A and B after the template's special tokens")
+    return docs, budget
+
+
 def nsp_pairs(
     documents: Sequence[Doc], max_tokens: int, template: Template, seed: int = 0, short_seq_prob: float = 0.1
 ) -> list[dict]:
@@ -159,12 +170,7 @@ def nsp_pairs(
     sentence (a document's last one, or one sentence that fills the target) can only be NotNext, so slightly more
     than half of the pairs are NotNext. Empty sentences and documents are dropped; at least two documents needed.
     """
-    docs = _non_empty(documents)
-    if len(docs) < 2:
-        raise ValueError(f"NSP needs at least 2 non-empty documents to draw NotNext segments from, got {len(docs)}")
-    budget = max_tokens - template.n_special(pair=True)
-    if budget < 2:
-        raise ValueError(f"max_tokens={max_tokens} leaves no room for A and B after the template's special tokens")
+    docs, budget = _pair_inputs(documents, max_tokens, template, "segments")
     rng = random.Random(seed)
     examples = []
     for index, doc in enumerate(docs):
@@ -217,12 +223,7 @@ def sentence_pair(documents: Sequence[Doc], max_tokens: int, template: Template,
     A document's last sentence is never an A (there is no IsNext for it), so the labels are exactly 50/50 in
     expectation. Over-long pairs are truncated longest-first to ``max_tokens``.
     """
-    docs = _non_empty(documents)
-    if len(docs) < 2:
-        raise ValueError(f"NSP needs at least 2 non-empty documents to draw NotNext sentences from, got {len(docs)}")
-    budget = max_tokens - template.n_special(pair=True)
-    if budget < 2:
-        raise ValueError(f"max_tokens={max_tokens} leaves no room for A and B after the template's special tokens")
+    docs, budget = _pair_inputs(documents, max_tokens, template, "sentences")
     rng = random.Random(seed)
     examples = []
     for index, doc in enumerate(docs):
