@@ -14,11 +14,20 @@ from minilm.data.tasks import TASKS
 from minilm.finetune import main
 from minilm.finetune.cli import parse_args
 from minilm.finetune.config import resolve
-from minilm.finetune.model import from_pretrained
-from minilm.finetune.tasks import Encoder, SpanKind, TaggingKind, span_text, words_from_tokens
+from minilm.finetune.model import (
+    FEATURES,
+    FinetuneModel,
+    LayerFeatures,
+    encode_layers,
+    feature_size,
+    from_pretrained,
+    from_scratch,
+)
+from minilm.finetune.tasks import Encoder, SpanKind, TaggingKind, span_text, task_kind, words_from_tokens
 from minilm.heads import IGNORE_INDEX
 from minilm.tokenizers import Tokenizer, train_tokenizer
 from minilm.train import checkpoint as ckpt
+from minilm.train.config import ConfigError
 from minilm.train.pretrain import main as pretrain_main
 
 TINY_MODEL = ["model.n_layers=1", "model.d_model=32", "model.n_heads=2", "model.max_len=64", "max_length=64"]
@@ -232,3 +241,118 @@ def test_bad_input_gives_one_clear_message(tmp_path, monkeypatch, capsys):
     assert err.startswith("error: ") and "label 5 is not in the task's label set {0: 'negative', 1: 'positive'}" in err
     assert finetune(tmp_path, "rte", "--pretrained", str(tmp_path / "missing"))[0] == 1
     assert "no checkpoint at" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------- features=
+
+
+FEATURE_TEXTS = ["the film was good and fun", "the plot was dull", "a great actor in a bad scene"] * 5
+TINY_BODIES = {  # 4 layers each; ELMo's features() has no output_hidden_states argument (it always returns them)
+    "gpt": {"n_layers": 4, "d_model": 16, "n_heads": 2, "max_len": 32},
+    "bert": {"n_layers": 4, "d_model": 16, "n_heads": 2, "d_ff": 32, "max_len": 32},
+    "elmo": {"n_layers": 4, "filters": ((1, 8), (2, 8)), "hidden_size": 8, "projection_dim": 8},
+}
+
+
+def tiny_body(name, **overrides):
+    body = from_scratch(name, "tiny", {**TINY_BODIES[name], **overrides}, FEATURE_TEXTS, 300, None)
+    return body.model.eval(), body.tokenizer
+
+
+def sst2_batch(tokenizer, kind):
+    examples = [SentenceExample(t, i % 2) for i, t in enumerate(FEATURE_TEXTS[:4])]
+    return kind.collate(kind.features(examples, Encoder(tokenizer, 32, "mean")))
+
+
+def expected_features(features, hidden_states, mix):
+    h = hidden_states
+    if features == "weighted_all":
+        s = torch.softmax(mix.weights.detach(), 0)
+        return mix.gamma.detach() * sum(s[j] * h[j + 1] for j in range(len(h) - 1))
+    return {
+        "last": h[-1],
+        "second_to_last": h[-2],
+        "sum_last_four": h[-4] + h[-3] + h[-2] + h[-1],
+        "concat_last_four": torch.cat(h[-4:], dim=-1),
+        "embeddings": h[0],
+    }[features]
+
+
+@pytest.mark.parametrize("name", list(TINY_BODIES))
+def test_features_feed_the_head_the_chosen_layers_at_their_width(name):
+    torch.manual_seed(0)
+    body, tokenizer = tiny_body(name)
+    kind = task_kind(TASKS["sst2"])
+    batch = sst2_batch(tokenizer, kind)
+    hidden_states = encode_layers(body, batch)  # through features(..., output_hidden_states=True) when it takes it
+    assert len(hidden_states) == 5
+    last = body.features(batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    assert torch.equal(hidden_states[-1], last)
+    for i in range(4):  # distinct layers: reading a wrong one would show
+        assert not torch.allclose(hidden_states[i], hidden_states[i + 1])
+    C = hidden_states[0].size(-1)
+    for features in FEATURES:
+        width = feature_size(body, features)
+        assert width == (4 * C if features == "concat_last_four" else C)
+        model = FinetuneModel(body, kind.head(width, "mean"), kind, freeze_body=True, features=features).eval()
+        if model.layers is not None and model.layers.mix is not None:
+            with torch.no_grad():  # away from the equal mix, so that the weights matter
+                model.layers.mix.weights.copy_(torch.tensor([2.0, -1.0, 0.5, 0.0]))
+                model.layers.mix.gamma.fill_(1.5)
+        seen = []
+        model.head.register_forward_pre_hook(lambda module, args, seen=seen: seen.append(args[0]))
+        with torch.no_grad():
+            logits, _ = model(batch)
+        mix = model.layers.mix if model.layers is not None else None
+        assert seen[0].shape == (*batch["input_ids"].shape, width) and logits.shape == (4, 2)
+        torch.testing.assert_close(seen[0], expected_features(features, hidden_states, mix), msg=features)
+
+
+def test_feature_based_training_keeps_the_body_and_learns_the_layer_mix():
+    torch.manual_seed(0)
+    body, tokenizer = tiny_body("bert", dropout=0.1)
+    kind = task_kind(TASKS["sst2"])
+    batch = sst2_batch(tokenizer, kind)
+    before = {k: v.clone() for k, v in body.state_dict().items()}
+    model = FinetuneModel(body, kind.head(feature_size(body, "weighted_all"), "mean"), kind, True, "weighted_all")
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert {"layers.mix.weights", "layers.mix.gamma"} <= trainable and not any(n.startswith("body.") for n in trainable)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=0.05)
+    model.train()
+    assert not body.training  # frozen: no dropout either
+    for _ in range(5):
+        optimizer.zero_grad()
+        model(batch)[1].backward()
+        optimizer.step()
+    assert all(torch.equal(v, before[k]) for k, v in body.state_dict().items())
+    assert not torch.equal(model.layers.mix.weights.detach(), torch.zeros(4)) and model.layers.mix.gamma.item() != 1.0
+    body.requires_grad_(True)
+    full = FinetuneModel(body, kind.head(feature_size(body, "sum_last_four"), "mean"), kind, False, "sum_last_four")
+    full(batch)[1].backward()  # without freeze_body the chosen layers fine-tune the body
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in body.parameters())
+
+
+def test_a_body_too_shallow_for_the_features_is_a_config_error(tmp_path, capsys):
+    body, tokenizer = tiny_body("gpt", n_layers=2)
+    kind = task_kind(TASKS["sst2"])
+    for features in ("sum_last_four", "concat_last_four"):
+        with pytest.raises(ConfigError, match=f"features={features} needs a body of at least 4 layers, this one has 2"):
+            FinetuneModel(body, kind.head(feature_size(body, features), "mean"), kind, True, features)
+    FinetuneModel(body, kind.head(16, "mean"), kind, True, "second_to_last")  # 2 layers are enough for that
+    with pytest.raises(ConfigError, match="needs a body of at least 2 layers, this one has 1"):
+        LayerFeatures("second_to_last", 1)
+    with pytest.raises(ConfigError, match="features='sum_last_3' is not one of last, second_to_last"):
+        LayerFeatures("sum_last_3", 4)
+    assert finetune(tmp_path, "sst2", "features=concat_last_four")[0] == 2  # TINY_MODEL has 1 layer
+    assert "features=concat_last_four needs a body of at least 4 layers, this one has 1" in capsys.readouterr().err
+    assert main(["features=last4", f"run_dir={tmp_path}"]) == 2
+    assert "features='last4' is not one of last" in capsys.readouterr().err
+
+
+def test_feature_based_concat_last_four_runs_end_to_end(tmp_path):
+    extra = ["features=concat_last_four", "freeze_body=true", "model.n_layers=4", "max_steps=4", "max_eval_examples=16"]
+    code, results = finetune(tmp_path, "wnut17", *extra)
+    assert code == 0 and results["n_examples"] == 16 and 0 <= results["metrics"]["entity_f1"] <= 1
+    assert results["config"]["job"]["features"] == "concat_last_four" and results["config"]["job"]["freeze_body"]
+    weights = safetensors.torch.load_file(ckpt.find_checkpoint(tmp_path) / "model.safetensors")
+    assert weights["head.classifier.weight"].shape[-1] == 4 * 32

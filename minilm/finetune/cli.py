@@ -24,7 +24,7 @@ from minilm.data.errors import DataError
 from minilm.data.tasks import TASKS, load_task
 from minilm.finetune import model as bodies
 from minilm.finetune.config import DEFAULT_TRAIN, SHORTHANDS, FinetuneConfig, resolve
-from minilm.finetune.model import FinetuneModel, auto_pooling, finetune_loss, hidden_size
+from minilm.finetune.model import FEATURES, FinetuneModel, auto_pooling, feature_size, finetune_loss
 from minilm.finetune.table import RESULTS_FILE, find_results, glue_table
 from minilm.finetune.tasks import Encoder, Feature, TaskKind, task_kind
 from minilm.train import checkpoint as ckpt
@@ -100,7 +100,8 @@ def run(job: FinetuneConfig, train: TrainConfig, model_overrides: dict, resume: 
     pooling = auto_pooling(body.tokenizer) if job.pooling == "auto" else job.pooling
     encoder = Encoder(body.tokenizer, job.max_length, pooling)
     val_features = kind.features(val_examples, encoder)
-    model = FinetuneModel(body.model, kind.head(hidden_size(body.model), pooling), kind, job.freeze_body)
+    head = kind.head(feature_size(body.model, job.features), pooling)
+    model = FinetuneModel(body.model, head, kind, job.freeze_body, job.features)
     run_config = {"job": dataclasses.asdict(job), "model": dataclasses.asdict(body.config)}
     trainer = Trainer(
         model,
@@ -116,8 +117,9 @@ def run(job: FinetuneConfig, train: TrainConfig, model_overrides: dict, resume: 
     if trainer.dist.is_main:
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         print(
-            f"{job.task} ({kind.name}, {pooling} pooling) with {run_name(job, body)}: {trainable / 1e6:.2f}M "
-            f"trainable parameters, {len(train_examples):,} training examples; device {trainer.device}, {trainer.dtype}"
+            f"{job.task} ({kind.name}, {pooling} pooling, features={job.features}) with {run_name(job, body)}: "
+            f"{trainable / 1e6:.2f}M trainable parameters, {len(train_examples):,} training examples; "
+            f"device {trainer.device}, {trainer.dtype}"
         )
     start = time.perf_counter()
     trainer.fit()
@@ -154,6 +156,8 @@ def report(results: dict, run_dir: Path | None, seconds: float) -> None:
 
 def _options_text() -> str:
     lines = settings_help([("job", FinetuneConfig()), ("train", DEFAULT_TRAIN)]) + models_help(" (from scratch)")
+    lines.append("features (hidden states the head reads; with freeze_body=true, BERT's feature-based approach):")
+    lines += [f"    {name:<17} {text}" for name, (_, text) in FEATURES.items()]
     lines.append("tasks (metrics):")
     for name, info in TASKS.items():
         lines.append(f"    {name:<8} {task_kind(info).name:<9} {', '.join(info.metrics)}")

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 
 from minilm.data.tasks import SPLITS, TASKS
+from minilm.finetune.model import FEATURES
 from minilm.heads import POOLING
 from minilm.train.cli import command_line_layer, resolve_layers
 from minilm.train.config import ConfigError, choice
@@ -25,6 +26,7 @@ class FinetuneConfig:
     max_length: int = 128  # tokens per input (text, pair, question + context), longer ones truncated
     pooling: str = "auto"  # summary position: "first", "last", "mean"; auto: first if the template starts [CLS]
     freeze_body: bool = False  # feature-based: train only the head, keep the pretrained body as it is
+    features: str = "last"  # layers the head reads (choices below: BERT Table 7); feature-based with freeze_body
     max_train_examples: int = 0  # 0: all; else a seeded sample (quick runs)
     max_eval_examples: int = 0  # 0: all; else a fixed sample of the validation/test split
     eval_split: str = "validation"  # split scored at the end into results.json: "validation" or "test"
@@ -35,6 +37,7 @@ class FinetuneConfig:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"unknown task {self.task!r}{hint} (tasks: {', '.join(TASKS)})")
         choice(self.pooling, ("auto", *POOLING), "pooling")
+        choice(self.features, FEATURES, "features")
         choice(self.eval_split, SPLITS[1:], "eval_split")
         if self.max_length < 4:
             raise ConfigError(f"max_length must be at least 4, got {self.max_length}")

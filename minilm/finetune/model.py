@@ -1,15 +1,18 @@
-"""The fine-tuning model: any registered model as the body, a task head on its final hidden states.
+"""The fine-tuning model: any registered model as the body, a task head on its final hidden states (or on the
+features of chosen layers, see :class:`LayerFeatures`).
 
 The body contract is the one every registered model keeps (see :mod:`minilm.train.registry`):
 ``features(input_ids, attention_mask=...) -> TransformerOutput`` with ``last_hidden_state`` (B, T, C), computed
-without the language-model head; ``token_type_ids`` is passed too when ``features`` takes it (BERT-style segment
-embeddings). Nothing here knows GPT.
+without the language-model head, and ``hidden_states`` (n_layers + 1 of (B, T, C): the embeddings, then each
+layer's output) when asked with ``output_hidden_states=True`` (or always, when ``features`` has no such argument);
+``token_type_ids`` is passed too when ``features`` takes it (BERT-style segment embeddings). Nothing here knows GPT.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,43 +20,136 @@ import torch
 from torch import Tensor, nn
 
 from minilm.finetune.tasks import TaskKind
+from minilm.nn.scalar_mix import ScalarMix
 from minilm.tokenizers import Tokenizer, train_tokenizer
 from minilm.tokenizers.families import get_family
 from minilm.train import checkpoint as ckpt
-from minilm.train.config import ConfigError, update
+from minilm.train.config import ConfigError, choice, update
 from minilm.train.registry import ModelEntry, build_model, check_size, get_model, model_config
 from minilm.train.trainer import LossOutput
 
 TOKENIZER_DIR = "tokenizer"  # in a run directory, next to checkpoints/ (as minilm.train writes it)
 
 
-def encode(model: nn.Module, batch: dict) -> Tensor:
-    """The final hidden states (B, T, C) of any registered model for a batch of input_ids/attention_mask (B, T)."""
+def _inputs(model: nn.Module, batch: dict) -> dict:
+    """``features``' keyword arguments for a batch: the attention mask, and token types when it takes them."""
     inputs = {"attention_mask": batch["attention_mask"]}
     if "token_type_ids" in inspect.signature(model.features).parameters:
         inputs["token_type_ids"] = batch["token_type_ids"]
-    return model.features(batch["input_ids"], **inputs).last_hidden_state
+    return inputs
+
+
+def encode(model: nn.Module, batch: dict) -> Tensor:
+    """The final hidden states (B, T, C) of any registered model for a batch of input_ids/attention_mask (B, T)."""
+    return model.features(batch["input_ids"], **_inputs(model, batch)).last_hidden_state
+
+
+def encode_layers(model: nn.Module, batch: dict) -> tuple[Tensor, ...]:
+    """Every hidden state of any registered model for a batch: n_layers + 1 of (B, T, C), the embeddings first."""
+    inputs = _inputs(model, batch)
+    if "output_hidden_states" in inspect.signature(model.features).parameters:
+        inputs["output_hidden_states"] = True
+    hidden_states = model.features(batch["input_ids"], **inputs).hidden_states
+    if not hidden_states:
+        raise ConfigError(f"{type(model).__name__}.features returns no hidden_states: use features=last with it")
+    return tuple(hidden_states)
+
+
+def _one_token(model: nn.Module) -> dict:
+    one = torch.ones(1, 1, dtype=torch.long, device=next(model.parameters()).device)
+    return {"input_ids": one, "attention_mask": one, "token_type_ids": one * 0}
 
 
 def hidden_size(model: nn.Module) -> int:
     """C of the body's hidden states, found by encoding one token (whatever the config calls it)."""
-    device = next(model.parameters()).device
-    one = torch.ones(1, 1, dtype=torch.long, device=device)
     with torch.no_grad():
-        return encode(model, {"input_ids": one, "attention_mask": one, "token_type_ids": one * 0}).size(-1)
+        return encode(model, _one_token(model)).size(-1)
+
+
+def count_layers(model: nn.Module) -> int:
+    """How many layers the body has (its hidden states less the embeddings), found by encoding one token."""
+    with torch.no_grad():
+        return len(encode_layers(model, _one_token(model))) - 1
+
+
+# ---------------------------------------------------------------------------------------------- features of layers
+
+# features=: which hidden states the head reads (BERT, Devlin et al. 2019, Table 7): (layers it needs, what it is)
+FEATURES = {
+    "last": (1, "the last layer's output, last_hidden_state (the default)"),
+    "second_to_last": (2, "layer L-1's output"),
+    "sum_last_four": (4, "h_{L-3} + h_{L-2} + h_{L-1} + h_L, C wide"),
+    "concat_last_four": (4, "[h_{L-3}; h_{L-2}; h_{L-1}; h_L], 4C wide (the head too)"),
+    "weighted_all": (1, "a learned ScalarMix of layers 1..L (softmax weights and a scale)"),
+    "embeddings": (0, "layer 0, the embedding output"),
+}
+
+
+def feature_size(model: nn.Module, features: str = "last") -> int:
+    """The width of the features the head reads: the body's C, or 4·C for concat_last_four."""
+    return hidden_size(model) * (4 if features == "concat_last_four" else 1)
+
+
+class LayerFeatures(nn.Module):
+    """A body's hidden states (n_layers + 1 of (B, T, C): embeddings, then layers 1..L) -> the head's input.
+
+    ``features`` is one of :data:`FEATURES` (BERT's Table 7 choices); only weighted_all has parameters (a
+    :class:`~minilm.nn.scalar_mix.ScalarMix` over the L layers, without the embeddings, as the paper's "weighted sum
+    all 12 layers"; ELMo's own mix also takes layer 0). The sum and the mix add the layers as they come out: a
+    pre-LN body's (GPT's) middle layers are un-normalised residual streams, only its last one passed the final norm.
+    A ConfigError when the body has fewer than the layers asked for; :func:`feature_size` is the output's width.
+    """
+
+    def __init__(self, features: str, n_layers: int) -> None:
+        super().__init__()
+        choice(features, FEATURES, "features")
+        needed = FEATURES[features][0]
+        if n_layers < needed:
+            raise ConfigError(
+                f"features={features} needs a body of at least {needed} layers, this one has {n_layers}"
+                " (choose another features= or a deeper model)"
+            )
+        self.features, self.n_layers = features, n_layers
+        self.mix = ScalarMix(n_layers) if features == "weighted_all" else None
+
+    def forward(self, hidden_states: Sequence[Tensor]) -> Tensor:
+        if len(hidden_states) != self.n_layers + 1:
+            raise ValueError(f"expected {self.n_layers + 1} hidden states, got {len(hidden_states)}")
+        f, h = self.features, hidden_states
+        if f == "last":
+            return h[-1]
+        if f == "second_to_last":
+            return h[-2]
+        if f == "embeddings":
+            return h[0]
+        if f == "sum_last_four":
+            return h[-4] + h[-3] + h[-2] + h[-1]
+        if f == "concat_last_four":
+            return torch.cat(list(h[-4:]), dim=-1)
+        return self.mix(h[1:])  # weighted_all
 
 
 class FinetuneModel(nn.Module):
     """``body`` (a registered model), ``head`` (from the task kind); forward(batch) -> (logits, loss).
 
-    ``freeze_body``: feature-based fine-tuning, only the head learns; the body stays in eval mode (no dropout) and
-    runs without autograd. Checkpoints record the body's config as the model config.
+    ``freeze_body``: feature-based fine-tuning, only the head learns (and the layer mix of features=weighted_all);
+    the body stays in eval mode (no dropout) and runs without autograd. ``features``: which hidden states the head
+    reads (:data:`FEATURES`; the head must be built :func:`feature_size` wide), with or without ``freeze_body``.
+    freeze_body=true with features= is BERT's feature-based approach (Devlin et al. 2019, §5.3, Table 7, CoNLL-2003
+    NER); the paper fed its frozen features to a two-layer 768-dimensional BiLSTM before the classifier, here the head
+    is the task kind's own head (a linear layer for tagging), so scores are not the paper's. Checkpoints record the
+    body's config as the model config.
     """
 
-    def __init__(self, body: nn.Module, head: nn.Module, kind: TaskKind, freeze_body: bool = False) -> None:
+    def __init__(
+        self, body: nn.Module, head: nn.Module, kind: TaskKind, freeze_body: bool = False, features: str = "last"
+    ) -> None:
         super().__init__()
         self.body, self.head, self.kind, self.freeze_body = body, head, kind, freeze_body
         self.config = getattr(body, "config", None)
+        choice(features, FEATURES, "features")
+        # "last" reads last_hidden_state as ever (no hidden states asked for, nothing added to checkpoints)
+        self.layers = LayerFeatures(features, count_layers(body)) if features != "last" else None
         if freeze_body:
             body.requires_grad_(False)
 
@@ -66,7 +162,12 @@ class FinetuneModel(nn.Module):
     def forward(self, batch: dict) -> tuple[Tensor, Tensor]:
         frozen = torch.no_grad() if self.freeze_body else contextlib.nullcontext()
         with frozen:
-            hidden = encode(self.body, batch)  # (B, T, C)
+            if self.layers is None:
+                hidden = encode(self.body, batch)  # (B, T, C)
+            else:
+                hidden_states = encode_layers(self.body, batch)
+        if self.layers is not None:
+            hidden = self.layers(hidden_states)  # outside no_grad: the weighted_all mix learns on a frozen body too
         logits = self.kind.logits(self.head, hidden, batch)
         return logits, self.kind.loss(self.head, logits, batch["labels"])
 
