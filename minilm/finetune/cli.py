@@ -28,7 +28,7 @@ from minilm.finetune.model import FEATURES, FinetuneModel, auto_pooling, feature
 from minilm.finetune.table import RESULTS_FILE, find_results, glue_table
 from minilm.finetune.tasks import Encoder, Feature, TaskKind, task_kind
 from minilm.train import checkpoint as ckpt
-from minilm.train.cli import exit_code, models_help, settings_help
+from minilm.train.cli import exit_code, models_help, parse_command_line, settings_help
 from minilm.train.trainer import TrainConfig, Trainer, atomic_write_text, to_device
 
 EVAL_SEED = 0  # the evaluation sample is the same for every run, whatever its training seed
@@ -166,19 +166,15 @@ def _options_text() -> str:
 
 
 def parse_args(argv: list[str]):
-    parser = argparse.ArgumentParser(
+    return parse_command_line(
+        argv,
         prog="python -m minilm.finetune",
         description="Fine-tune a pretrained model (or one from scratch) on a task and score it on the task's "
         "own metrics. With no arguments: SST-2 with a tiny GPT from scratch.",
         epilog=_options_text(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        shorthands=SHORTHANDS,
+        example="lr=5e-5 max_steps=500",
     )
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="settings, e.g. lr=5e-5 max_steps=500")
-    parser.add_argument("--config", help="a TOML file with [job], [train] and [model] tables")
-    for key in SHORTHANDS:
-        parser.add_argument(f"--{key}", help=f"shorthand for {key}=...")
-    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its latest checkpoint")
-    return parser.parse_intermixed_args(argv)  # settings and options in any order
 
 
 def parse_table_args(argv: list[str]):

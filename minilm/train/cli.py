@@ -7,6 +7,7 @@ such as ``--task X``). ``--help`` lists every key with the comment written besid
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import inspect
@@ -46,6 +47,19 @@ def models_help(what: str) -> list[str]:
         keys = ", ".join(f.name for f in dataclasses.fields(entry.config_class))
         lines.append(f"    {name}: sizes {', '.join(entry.sizes)}; keys {keys}")
     return lines
+
+
+def parse_command_line(argv, prog: str, description: str, epilog: str, shorthands, example: str):
+    """Both CLIs' arguments: ``key=value`` settings, ``--config``, ``--<shorthand>`` and ``--resume``, in any order."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help=f"settings, e.g. {example}")
+    parser.add_argument("--config", help="a TOML file with [job], [train] and [model] tables")
+    for key in shorthands:
+        parser.add_argument(f"--{key}", help=f"shorthand for {key}=...")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its latest checkpoint")
+    return parser.parse_intermixed_args(argv)  # key=value pairs may come before and after options
 
 
 def command_line_layer(overrides: list[str], shorthands: dict, job, train) -> dict:

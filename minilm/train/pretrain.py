@@ -6,7 +6,6 @@ CPU and ends with the validation perplexity, a generated sample and the run dire
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import re
 import time
@@ -18,7 +17,14 @@ import torch
 from minilm.objectives.nsp import FORMATS
 from minilm.train import checkpoint as ckpt
 from minilm.train import registry
-from minilm.train.cli import command_line_layer, exit_code, models_help, resolve_layers, settings_help
+from minilm.train.cli import (
+    command_line_layer,
+    exit_code,
+    models_help,
+    parse_command_line,
+    resolve_layers,
+    settings_help,
+)
 from minilm.train.config import ConfigError, choice
 from minilm.train.registry import OBJECTIVES, get_model, get_objective, model_config
 from minilm.train.trainer import TrainConfig, Trainer, default_collate
@@ -201,19 +207,15 @@ def _options_text() -> str:
 
 
 def parse_args(argv: list[str] | None):
-    parser = argparse.ArgumentParser(
+    return parse_command_line(
+        argv,
         prog="python -m minilm.train",
         description="Pretrain a language model. With no arguments: a tiny GPT on the Gutenberg novels (a few "
         "minutes on a CPU). Distributed: torchrun --nproc_per_node N -m minilm.train ...",
         epilog=_options_text(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        shorthands=SHORTHANDS,
+        example="lr=3e-4 model.n_layers=6",
     )
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="settings, e.g. lr=3e-4 model.n_layers=6")
-    parser.add_argument("--config", help="a TOML file with [job], [train] and [model] tables")
-    for key in SHORTHANDS:
-        parser.add_argument(f"--{key}", help=f"shorthand for {key}=...")
-    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its latest checkpoint")
-    return parser.parse_intermixed_args(argv)  # key=value pairs may come before and after options
 
 
 def resolve(args) -> tuple[PretrainConfig, TrainConfig, dict]:
