@@ -12,9 +12,7 @@ the rounds is reported. Import times are measured in fresh subprocesses, so noth
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -26,6 +24,7 @@ from functools import partial
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
+from common import run_header, time_round_robin  # noqa: E402
 
 from minilm.nn import scaled_dot_product_attention, scaled_dot_product_attention_reference  # noqa: E402
 
@@ -46,19 +45,6 @@ def attention_step(attention, q, k, v, grad_out, is_causal):
     return torch.autograd.grad(out, (q, k, v), grad_out)
 
 
-def time_round_robin(variants: dict, rounds: int) -> dict[str, float]:
-    """Median seconds per call of each zero-argument callable, after one warm-up call each."""
-    for fn in variants.values():
-        fn()
-    times = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, fn in variants.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
-
-
 def attention_table(rounds: int) -> str:
     rows = ["| T | mask | reference (ms) | fused (ms) | speed-up |", "|---:|---|---:|---:|---:|"]
     for seq_len in SEQUENCE_LENGTHS:
@@ -73,8 +59,8 @@ def attention_table(rounds: int) -> str:
                     ("fused", scaled_dot_product_attention),
                 ]
             }
-            median = time_round_robin(variants, rounds)
-            ref_ms, fused_ms = 1000 * median["reference"], 1000 * median["fused"]
+            median, _ = time_round_robin(variants, rounds)
+            ref_ms, fused_ms = 1000 * median["reference"][0], 1000 * median["fused"][0]
             mask = "causal" if is_causal else "none"
             rows.append(f"| {seq_len} | {mask} | {ref_ms:.1f} | {fused_ms:.1f} | {ref_ms / fused_ms:.1f}x |")
     return "\n".join(rows)
@@ -101,13 +87,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     rounds, import_runs = (3, 3) if args.quick else (7, 5)
 
-    print(f"date: {datetime.date.today()}; command: python {' '.join(sys.argv)}")
-    print(
-        f"machine: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
-        f"torch {torch.__version__}, {torch.get_num_threads()} torch threads, "
-        f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, Python {platform.python_version()}; "
-        f"load average {os.getloadavg()[0]:.1f} at start"
-    )
+    print(run_header(f"{torch.get_num_threads()} torch threads"))
     print(f"\nAttention forward + backward, B={BATCH}, nh={HEADS}, hs={HEAD_SIZE}, fp32, median of {rounds}:\n")
     print(attention_table(rounds))
     print(f"\nImport time in a fresh interpreter (wall clock of the whole process), median of {import_runs}:\n")

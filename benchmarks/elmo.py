@@ -33,11 +33,7 @@ at 2 threads was ~1.5x faster with ``OMP_WAIT_POLICY=ACTIVE`` (1 thread is unaff
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
-import statistics
-import sys
 import time
 import warnings
 
@@ -46,6 +42,7 @@ import warnings
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
+from common import run_header, time_round_robin  # noqa: E402
 
 from minilm.objectives.bilm import bilm_loss  # noqa: E402
 from minilm.tokenizers import train_tokenizer  # noqa: E402
@@ -112,22 +109,6 @@ def part_steps(model, block: torch.Tensor) -> dict:
 # ------------------------------------------------------------------------------------------ timing
 
 
-def time_round_robin(variants: dict, rounds: int, warmup: int) -> dict[str, tuple[float, float]]:
-    """Median (wall-clock, process CPU) seconds per call of each zero-argument callable (see train_throughput.py)."""
-    for fn in variants.values():
-        for _ in range(warmup):
-            fn()
-    names = list(variants)
-    wall, cpu = {name: [] for name in names}, {name: [] for name in names}
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            start, start_cpu = time.perf_counter(), time.process_time()
-            variants[name]()
-            cpu[name].append(time.process_time() - start_cpu)
-            wall[name].append(time.perf_counter() - start)
-    return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in names}
-
-
 def throughput_table(threads: int, args, blocks: torch.Tensor, model, loss_fn) -> str:
     torch.set_num_threads(threads)
     train_config = TrainConfig(
@@ -140,7 +121,7 @@ def throughput_table(threads: int, args, blocks: torch.Tensor, model, loss_fn) -
         tokens.append(trainer.train_step()[1])
 
     variants = {STEP: train_step, **part_steps(model, blocks[: args.batch_size])}
-    median = time_round_robin(variants, args.rounds, args.warmup)
+    median, _ = time_round_robin(variants, args.rounds, args.warmup)
     step, step_cpu = median[STEP]
     n_tokens = tokens[-1]
     rest = step - sum(median[p][0] for p in PARTS), step_cpu - sum(median[p][1] for p in PARTS)
@@ -182,12 +163,7 @@ def main() -> None:
     n_parameters = sum(p.numel() for p in model.parameters())
     n_softmax = sum(p.numel() for p in model.softmax.parameters())
 
-    print(f"date: {datetime.date.today()}; command: python {' '.join(sys.argv)}")
-    print(
-        f"machine: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), torch {torch.__version__}, "
-        f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, Python {platform.python_version()}; "
-        f"load average {load:.1f} at start"
-    )
+    print(run_header(load=load))
     print(
         f"\nJob: model=elmo size=tiny objective=bilm corpus=tinyshakespeare seq_len={job.seq_len}, batch "
         f"{args.batch_size}; tokenizer gpt2-family BPE, {tokenizer.vocab_size:,} tokens (trained in "

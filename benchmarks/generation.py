@@ -32,13 +32,8 @@ both libraries decode ~3x slower at 2 threads with PASSIVE than with ACTIVE (1 t
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
-import statistics
-import sys
 import tempfile
-import time
 import warnings
 from functools import partial
 
@@ -47,8 +42,10 @@ from functools import partial
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
+from common import run_header, time_round_robin  # noqa: E402
 
 from minilm.models.gpt import GPT  # noqa: E402
+from minilm.utils import count_parameters  # noqa: E402
 
 VOCAB_SIZE, WIDTH, LAYERS, HEADS, POSITIONS = 8192, 256, 4, 4, 512
 PROMPT_LEN = 8
@@ -156,30 +153,15 @@ def hf_hand_loop(model, ids, mask, new_tokens: int) -> torch.Tensor:
 # ------------------------------------------------------------------------------------------ timing
 
 
-def time_round_robin(variants: dict, rounds: int, warmup: int) -> dict[str, tuple[float, float]]:
-    """Median (wall-clock, process CPU) seconds per call of each zero-argument callable.
-
-    ``warmup`` calls each (the first call's results must be equal across variants: the same tokens), then
-    ``rounds`` rounds of one call each; each round starts one variant later than the last.
-    """
-    outputs = {}
-    for name, fn in variants.items():
-        for _ in range(warmup):
-            outputs[name] = fn()
+def timed(variants: dict, rounds: int, warmup: int) -> dict[str, tuple[float, float]]:
+    """Median (wall-clock, process CPU) seconds of each variant, after checking they all generate the same tokens."""
+    median, outputs = time_round_robin(variants, rounds, warmup)
     first, *others = outputs
     for name in others:
         if not torch.equal(outputs[name], outputs[first]):
             differ = (outputs[name] != outputs[first]).nonzero()
             raise SystemExit(f"{name!r} generated other tokens than {first!r} (first difference at {differ[0]})")
-    names = list(variants)
-    wall, cpu = {name: [] for name in names}, {name: [] for name in names}
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            start, start_cpu = time.perf_counter(), time.process_time()
-            variants[name]()
-            cpu[name].append(time.process_time() - start_cpu)
-            wall[name].append(time.perf_counter() - start)
-    return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in names}
+    return median
 
 
 def ratio(x: float) -> str:
@@ -201,7 +183,7 @@ def cache_table(threads: int, reference, model, args) -> str:
             HF: partial(hf_generate, reference, ids, mask, NEW_TOKENS),
             HF_LOOP: partial(hf_hand_loop, reference, ids, mask, NEW_TOKENS),
         }
-        median = time_round_robin(variants, args.rounds, args.warmup)
+        median = timed(variants, args.rounds, args.warmup)
         ours, ours_cpu = median[MINILM]
         for name, (seconds, cpu_seconds) in median.items():
             speed_up = "—" if name == MINILM else ratio(seconds / ours)
@@ -223,7 +205,7 @@ def no_cache_table(threads: int, reference, model, args) -> str:
         HF_CACHED: partial(hf_generate, reference, ids, mask, LONG_NEW_TOKENS, use_cache=True),
         HF_NO_CACHE: partial(hf_generate, reference, ids, mask, LONG_NEW_TOKENS, use_cache=False),
     }
-    median = time_round_robin(variants, args.long_rounds, args.warmup)
+    median = timed(variants, args.long_rounds, args.warmup)
     cached = {MINILM_NO_CACHE: MINILM_CACHED, HF_NO_CACHE: HF_CACHED}  # no-cache row -> its library's cached row
     rows = [
         f"**{threads} thread{'s' if threads > 1 else ''}**: batch 1, {PROMPT_LEN}-token prompt, {LONG_NEW_TOKENS} new "
@@ -273,14 +255,8 @@ def main() -> None:
         reference, model = build_models(directory)
     diff = check_logits(reference, model)
 
-    print(f"date: {datetime.date.today()}; command: python {' '.join(sys.argv)}")
-    print(
-        f"machine: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
-        f"torch {torch.__version__}, transformers {transformers.__version__}, "
-        f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, Python {platform.python_version()}; "
-        f"load average {os.getloadavg()[0]:.1f} at start"
-    )
-    n_parameters = sum(p.numel() for p in model.parameters())
+    print(run_header(f"transformers {transformers.__version__}"))
+    n_parameters = count_parameters(model)
     print(
         f"\nModel: GPT-2 layout, n_embd {WIDTH}, {LAYERS} layers, {HEADS} heads, vocabulary {VOCAB_SIZE}, "
         f"{POSITIONS} positions, dropout 0, {n_parameters:,} parameters (tied output projection), fp32; seeded "

@@ -32,12 +32,7 @@ needs it: transformers' head at the other ~85 % of the positions is work the mod
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
-import statistics
-import sys
-import time
 import warnings
 
 # Idle OpenMP threads that spin steal the CPU from the other thread on a small, shared machine. Must be set before
@@ -45,6 +40,7 @@ import warnings
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
+from common import PEAK_N, matmul_step, run_header, time_round_robin  # noqa: E402
 
 from minilm.data.tasks import TASKS  # noqa: E402
 from minilm.finetune.model import FinetuneModel, finetune_loss  # noqa: E402
@@ -63,13 +59,13 @@ from minilm.train.trainer import (  # noqa: E402
     lr_lambda,
     parameter_groups,
 )
+from minilm.utils import count_parameters  # noqa: E402
 
 VOCAB_SIZE = 8192  # the default job's tokenizer size
 PAD, CLS, SEP, MASK = 0, 2, 3, 4  # ids 0-4 stand for [PAD], [UNK], [CLS], [SEP], [MASK]
 N_SPECIAL = 5
 MINILM = "minilm Bert, Trainer.train_step"
 MINILM_FT = "minilm FinetuneModel, Trainer.train_step"
-PEAK_N = 2048  # the matmul that stands for the machine's peak: (n, n) @ (n, n) in fp32
 N_BATCHES = 8  # distinct batches in the data (the steps cycle through them)
 
 
@@ -141,10 +137,6 @@ def minilm_classifier(config: BertConfig, reference, kind) -> FinetuneModel:
     head.dense.load_state_dict({"weight": state["bert.pooler.dense.weight"], "bias": state["bert.pooler.dense.bias"]})
     head.classifier.load_state_dict({"weight": state["classifier.weight"], "bias": state["classifier.bias"]})
     return FinetuneModel(body, head, kind)
-
-
-def count_parameters(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())  # .parameters() lists a tied weight once
 
 
 # ------------------------------------------------------------------------------------------ data
@@ -231,36 +223,7 @@ def transformers_step(model, data, collate, batch_size: int, fused: bool | None)
     return train_step
 
 
-def matmul_step(n: int = PEAK_N):
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    return lambda: (torch.mm(a, b), 0)
-
-
 # ------------------------------------------------------------------------------------------ timing
-
-
-def time_round_robin(variants: dict, rounds: int, warmup: int) -> tuple[dict, dict]:
-    """Median (wall-clock, process CPU) seconds per call of each zero-argument callable, and each one's first loss.
-
-    ``warmup`` calls each, then ``rounds`` rounds of one call each; each round starts one variant later than the last,
-    so none always runs right after the same other. The CPU time (all of this process's threads) does not count the
-    time other processes hold the cores, so it moves less than the wall clock on a shared machine.
-    """
-    first = {}
-    for name, fn in variants.items():
-        for i in range(warmup):
-            out = fn()
-            if i == 0:
-                first[name] = out[0]
-    names = list(variants)
-    wall, cpu = {name: [] for name in names}, {name: [] for name in names}
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            start, start_cpu = time.perf_counter(), time.process_time()
-            variants[name]()
-            cpu[name].append(time.process_time() - start_cpu)
-            wall[name].append(time.perf_counter() - start)
-    return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in names}, first
 
 
 # ------------------------------------------------------------------------------------------ FLOPs
@@ -326,7 +289,7 @@ def mlm_table(threads: int, args, config: BertConfig, data: list[dict], flops: f
     rows = [
         f"**{threads} thread{'s' if threads > 1 else ''}**, median of {args.rounds} steps of each, round-robin; "
         f"matmul peak ({PEAK_N}^3 fp32, median): {peak / 1e9:.0f} GFLOP/s; first-step loss, same weights and batch: "
-        + ", ".join(f"{first[n]:.5f}" for n in list(median)[:3])
+        + ", ".join(f"{first[n][0]:.5f}" for n in list(median)[:3])
         + " (minilm, transformers, minilm every position)\n",
         "| variant | ms/step | tokens/s | minilm speed-up | CPU ms/step | speed-up by CPU time | GFLOP/s | MFU |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -358,8 +321,8 @@ def finetune_table(threads: int, args, config: BertConfig, features: list[Featur
     ours, ours_cpu = median[MINILM_FT]
     rows = [
         f"**{threads} thread{'s' if threads > 1 else ''}**, median of {args.rounds} steps of each, round-robin; "
-        f"first-step loss, same weights and batch: {first[MINILM_FT]:.5f} (minilm), "
-        f"{first['transformers BertForSequenceClassification, labels= (primary)']:.5f} (transformers)\n",
+        f"first-step loss, same weights and batch: {first[MINILM_FT][0]:.5f} (minilm), "
+        f"{first['transformers BertForSequenceClassification, labels= (primary)'][0]:.5f} (transformers)\n",
         "| variant | ms/step | examples/s | minilm speed-up | CPU ms/step | speed-up by CPU time |",
         "|---|---:|---:|---:|---:|---:|",
     ]
@@ -418,13 +381,7 @@ def main() -> None:
     widths = [max(len(features[i].input_ids[0]) for i in order.indices(s)) for s in range(N_BATCHES)]
     real = sum(len(f.input_ids[0]) for f in features) / len(features)
 
-    print(f"date: {datetime.date.today()}; command: python {' '.join(sys.argv)}")
-    print(
-        f"machine: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
-        f"torch {torch.__version__}, transformers {transformers.__version__}, "
-        f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, Python {platform.python_version()}; "
-        f"load average {os.getloadavg()[0]:.1f} at start"
-    )
+    print(run_header(f"transformers {transformers.__version__}"))
     c, t = config, TrainConfig()
     print(
         f"\nConfig (both models: fp32, tied decoder, same initial weights, AdamW lr {t.lr:g}, betas ({t.beta1}, "

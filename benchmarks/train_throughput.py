@@ -25,12 +25,7 @@ projection (which is tied to the token embedding but is a real matmul), L layers
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
-import statistics
-import sys
-import time
 import warnings
 
 # Idle OpenMP threads that spin steal the CPU from the other thread on a small, shared machine. Must be set before
@@ -39,14 +34,15 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from common import PEAK_N, matmul_step, run_header, time_round_robin  # noqa: E402
 
 from minilm.models.gpt import GPT, GPTConfig  # noqa: E402
 from minilm.train.builtins import GPT_SIZES, clm_loss  # noqa: E402
 from minilm.train.trainer import TrainConfig, Trainer, lr_lambda, parameter_groups  # noqa: E402
+from minilm.utils import count_parameters  # noqa: E402
 
 VOCAB_SIZE = 8192  # the default job's tokenizer size
 MINILM = "minilm GPT, Trainer.train_step"
-PEAK_N = 2048  # the matmul that stands for the machine's peak: (n, n) @ (n, n) in fp32
 
 
 # ------------------------------------------------------------------------------------------ models
@@ -80,10 +76,6 @@ def transformers_model(config: GPTConfig, activation: str, attention: str | None
         attn_implementation=attention,  # "sdpa" is also transformers' default here (None: its default, printed)
     )
     return GPT2LMHeadModel(hf_config)
-
-
-def count_parameters(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())  # .parameters() lists a tied weight once
 
 
 # ------------------------------------------------------------------------------------------ training steps
@@ -126,33 +118,7 @@ def transformers_step(model, data: torch.Tensor, batch_size: int, fused: bool | 
     return train_step
 
 
-def matmul_step(n: int = PEAK_N):
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    return lambda: torch.mm(a, b)
-
-
 # ------------------------------------------------------------------------------------------ timing
-
-
-def time_round_robin(variants: dict, rounds: int, warmup: int) -> dict[str, tuple[float, float]]:
-    """Median (wall-clock, process CPU) seconds per call of each zero-argument callable.
-
-    ``warmup`` calls each, then ``rounds`` rounds of one call each; each round starts one variant later than the last,
-    so none always runs right after the same other. The CPU time (all of this process's threads) does not count the
-    time other processes hold the cores, so it moves less than the wall clock on a shared machine.
-    """
-    for fn in variants.values():
-        for _ in range(warmup):
-            fn()
-    names = list(variants)
-    wall, cpu = {name: [] for name in names}, {name: [] for name in names}
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            start, start_cpu = time.perf_counter(), time.process_time()
-            variants[name]()
-            cpu[name].append(time.process_time() - start_cpu)
-            wall[name].append(time.perf_counter() - start)
-    return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in names}
 
 
 # ------------------------------------------------------------------------------------------ FLOPs
@@ -201,7 +167,7 @@ def throughput_table(threads: int, args, config: GPTConfig, flops: float) -> str
         ),
         "matmul peak": matmul_step(),
     }
-    median = time_round_robin(variants, args.rounds, warmup=args.warmup)
+    median, _ = time_round_robin(variants, args.rounds, warmup=args.warmup)
     peak = 2 * PEAK_N**3 / median.pop("matmul peak")[0]
     ours, ours_cpu = median[MINILM]
     rows = [
@@ -247,13 +213,7 @@ def main() -> None:
         raise SystemExit(f"parameter counts differ: minilm {n_minilm:,}, transformers {n_transformers:,}")
     flops, flop_rows = flops_per_token(minilm_model, args.seq_len)
 
-    print(f"date: {datetime.date.today()}; command: python {' '.join(sys.argv)}")
-    print(
-        f"machine: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
-        f"torch {torch.__version__}, transformers {transformers.__version__}, "
-        f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, Python {platform.python_version()}; "
-        f"load average {os.getloadavg()[0]:.1f} at start"
-    )
+    print(run_header(f"transformers {transformers.__version__}"))
     c = config
     t = TrainConfig()
     print(
