@@ -340,10 +340,10 @@ class Trainer:
 
     def save(self) -> Path | None:
         """Write a checkpoint of the current step (rank 0 writes; atomic, older ones pruned)."""
-        path = None
         if self.run_dir is None:
             return None
         model_state, optimizer_state = self.dist.full_state_dicts(self.model, self.optimizer)
+        path = None
         if self.dist.is_main:
             path = ckpt.save_checkpoint(
                 self.run_dir,
