@@ -189,7 +189,7 @@ def test_an_untied_head_is_refused(reference, tmp_path):
 
 def test_preset_sizes():
     assert gpt_config("gpt2-medium", dropout=0.0) == GPTConfig(n_layers=24, n_heads=16, d_model=1024, dropout=0.0)
-    with pytest.raises(ValueError, match="unknown GPT size 'gpt3'; known sizes: gpt2, gpt2-medium, gpt2-large"):
+    with pytest.raises(ValueError, match="unknown GPT size 'gpt3'; known sizes: gpt1, gpt2, gpt2-medium, gpt2-large"):
         gpt_config("gpt3")
     with pytest.raises(ValueError, match="unknown GPTConfig field"):
         gpt_config("gpt2", n_layer=3)

@@ -5,6 +5,8 @@
 
 The GPT-2 layout: pre-LN blocks, a final LayerNorm, GELU (tanh approximation), weights initialised N(0, 0.02) with
 the residual projections scaled by 1/sqrt(2 N) ("to account for the accumulation on the residual path").
+GPT-1 (``gpt_config("gpt1")``) is the same model with post-LN blocks and no final LayerNorm (``norm_first=False``),
+512 positions and a 40,478-token BPE vocabulary: 116.5M parameters, the paper's "117M".
 
 :meth:`GPT.from_pretrained` loads GPT-2 checkpoints in the Hugging Face layout (config.json + model.safetensors)
 and :meth:`GPT.save_pretrained` writes them, so transformers' ``GPT2LMHeadModel`` loads minilm models too.
@@ -39,6 +41,7 @@ class GPTConfig:
     dropout: float = 0.1  # on embeddings, residual branches and attention weights
     bias: bool = True  # biases in linear layers and LayerNorms (GPT-2: yes)
     norm_eps: float = 1e-5
+    norm_first: bool = True  # pre-LN blocks and a final LayerNorm (GPT-2); False: post-LN, no final norm (GPT-1)
 
     def block(self) -> BlockConfig:
         return BlockConfig(
@@ -49,12 +52,15 @@ class GPTConfig:
             attention_dropout=self.dropout,
             activation="gelu_new",
             norm_eps=self.norm_eps,
-            norm_first=True,
+            norm_first=self.norm_first,
             bias=self.bias,
         )
 
 
-GPT_PRESETS = {  # name -> GPTConfig overrides (GPT-2 sizes; parameter counts with the 50257-token vocabulary)
+GPT_PRESETS = {  # name -> GPTConfig overrides; parameter counts as transformers counts them
+    # GPT-1 (Radford et al. 2018): 40,478 BPE tokens, 512 positions, post-LN
+    "gpt1": dict(vocab_size=40478, max_len=512, n_layers=12, n_heads=12, d_model=768, norm_first=False),  # 117M
+    # GPT-2 (Radford et al. 2019), with the 50,257-token byte-level BPE vocabulary
     "gpt2": dict(n_layers=12, n_heads=12, d_model=768),  # 124M
     "gpt2-medium": dict(n_layers=24, n_heads=16, d_model=1024),  # 355M
     "gpt2-large": dict(n_layers=36, n_heads=20, d_model=1280),  # 774M
@@ -152,7 +158,7 @@ class GPT(nn.Module):
         self.config = config
         c = config
         self.embedding = TransformerEmbedding(c.vocab_size, c.d_model, c.max_len, position="learned", dropout=c.dropout)
-        self.decoder = TransformerDecoder(c.block(), c.n_layers, final_norm=True)
+        self.decoder = TransformerDecoder(c.block(), c.n_layers, final_norm=c.norm_first)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.lm_head.weight = self.embedding.token.weight  # weight tying (Press & Wolf 2017)
         self.apply(self._init_weights)
@@ -256,6 +262,8 @@ class GPT(nn.Module):
         c = self.config
         if not c.bias:
             raise ValueError("GPT-2 checkpoints have biases everywhere; a GPTConfig(bias=False) model has none")
+        if not c.norm_first:
+            raise ValueError("GPT-2 checkpoints are pre-LN; a post-LN (norm_first=False, GPT-1) model cannot be one")
         hf_config = {theirs: getattr(c, ours) for theirs, ours in _HF_CONFIG_MAP.items()}
         hf_config.update(_HF_CONFIG_REQUIRED, embd_pdrop=c.dropout, attn_pdrop=c.dropout)
         hf_config.update(architectures=["GPT2LMHeadModel"], bos_token_id=eos_token_id, eos_token_id=eos_token_id)
