@@ -32,7 +32,7 @@ def test_help_documents_every_option():
     for cls in (PretrainConfig, TrainConfig):
         for field in dataclasses.fields(cls):
             assert f"{field.name}=" in done.stdout, field.name
-    for words in ("--resume", "--config", "torchrun", "gpt: sizes tiny, small, gpt2", "clm (models: gpt)"):
+    for words in ("--resume", "--config", "torchrun", "gpt: sizes tiny, small, gpt1, gpt2", "clm (models: gpt)"):
         assert words in done.stdout
 
 
