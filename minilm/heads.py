@@ -117,9 +117,11 @@ class SequenceClassificationHead(nn.Module):
 
     def forward(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         _check_hidden(hidden, self.d_model)
-        x = pool(hidden, attention_mask, self.pooling)  # (B, C)
-        if self.dense is not None:
-            x = torch.tanh(self.dense(x))  # (B, C)
+        return self.classify(pool(hidden, attention_mask, self.pooling))  # (B, n_labels)
+
+    def classify(self, pooled: Tensor) -> Tensor:
+        """Already pooled vectors (B, C) -> (B, n_labels): e.g. GPT's sum of a pair's two orders."""
+        x = torch.tanh(self.dense(pooled)) if self.dense is not None else pooled  # (B, C)
         return self.classifier(self.dropout(x))  # (B, n_labels)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:

@@ -16,6 +16,9 @@ from minilm.finetune.cli import parse_args
 from minilm.finetune.config import resolve
 from minilm.finetune.model import (
     FEATURES,
+    GPT_DELIM,
+    GPT_EXTRACT,
+    GPT_START,
     FinetuneModel,
     LayerFeatures,
     encode_layers,
@@ -182,9 +185,16 @@ def test_fine_tuning_a_frozen_pretrained_body_trains_only_the_head(tmp_path, pre
     before = safetensors.torch.load_file(ckpt.find_checkpoint(pretrained_run) / "model.safetensors")
     after = safetensors.torch.load_file(ckpt.find_checkpoint(tmp_path) / "model.safetensors")
     assert before.keys() <= {k.removeprefix("body.") for k in after}
-    assert all(torch.equal(after[f"body.{k}"], v) for k, v in before.items() if f"body.{k}" in after)
+    # unchanged, but for GPT's start/delimiter/extract tokens: 3 rows appended to the token embedding
+    assert all(torch.equal(after[f"body.{k}"][: len(v)], v) for k, v in before.items() if f"body.{k}" in after)
+    assert len(after["body.embedding.token.weight"]) == len(before["embedding.token.weight"]) + 3
     pretrained_vocab = Tokenizer.load(pretrained_run / "tokenizer").backend.get_vocab()
-    assert Tokenizer.load(tmp_path / "tokenizer").backend.get_vocab() == pretrained_vocab
+    vocab = Tokenizer.load(tmp_path / "tokenizer").backend.get_vocab()
+    assert {k: v for k, v in vocab.items() if k not in pretrained_vocab} == {
+        GPT_START: len(pretrained_vocab),
+        GPT_DELIM: len(pretrained_vocab) + 1,
+        GPT_EXTRACT: len(pretrained_vocab) + 2,
+    }
 
 
 def test_resume_continues_the_run(tmp_path):
@@ -239,6 +249,10 @@ def test_bad_input_gives_one_clear_message(tmp_path, monkeypatch, capsys):
     assert finetune(tmp_path, "sst2")[0] == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "label 5 is not in the task's label set {0: 'negative', 1: 'positive'}" in err
+    empty = lambda split: [SentenceExample("fine", 1), SentenceExample("", 0)]
+    monkeypatch.setitem(TASKS, "sst2", dataclasses.replace(TASKS["sst2"], loader=empty))
+    assert finetune(tmp_path, "sst2")[0] == 2
+    assert "train example 1: the text '' tokenises to nothing" in capsys.readouterr().err
     assert finetune(tmp_path, "rte", "--pretrained", str(tmp_path / "missing"))[0] == 1
     assert "no checkpoint at" in capsys.readouterr().err
 

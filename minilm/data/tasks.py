@@ -330,6 +330,7 @@ class TaskInfo:
     metrics: tuple[str, ...]
     loader: Callable[[str], list] = field(repr=False, compare=False)
     splits: tuple[str, ...] = SPLITS
+    symmetric: bool = False  # a pair whose order carries no meaning (paraphrase, similarity)
 
 
 TASKS: dict[str, TaskInfo] = {
@@ -337,8 +338,8 @@ TASKS: dict[str, TaskInfo] = {
     for t in (
         TaskInfo("sst2", "sst2", SentenceExample, SST2_LABELS, ("accuracy",), load_sst2),
         TaskInfo("cola", "cola", SentenceExample, COLA_LABELS, ("matthews",), load_cola),
-        TaskInfo("stsb", "stsb", PairExample, (), ("pearson", "spearman"), load_stsb),
-        TaskInfo("mrpc", "mrpc", PairExample, MRPC_LABELS, ("f1", "accuracy"), load_mrpc),
+        TaskInfo("stsb", "stsb", PairExample, (), ("pearson", "spearman"), load_stsb, symmetric=True),
+        TaskInfo("mrpc", "mrpc", PairExample, MRPC_LABELS, ("f1", "accuracy"), load_mrpc, symmetric=True),
         TaskInfo("rte", "rte", PairExample, RTE_LABELS, ("accuracy",), load_rte),
         TaskInfo("snli", "snli", PairExample, SNLI_LABELS, ("accuracy",), load_snli),
         TaskInfo("wnut17", "wnut17", TaggingExample, WNUT17_TAGS, ("entity_f1",), load_wnut17),

@@ -24,7 +24,14 @@ from minilm.data.errors import DataError
 from minilm.data.tasks import TASKS, load_task
 from minilm.finetune import model as bodies
 from minilm.finetune.config import DEFAULT_TRAIN, SHORTHANDS, FinetuneConfig, resolve
-from minilm.finetune.model import FEATURES, FinetuneModel, auto_pooling, feature_size, finetune_loss
+from minilm.finetune.model import (
+    FEATURES,
+    INPUT_FORMATS,
+    FinetuneModel,
+    auto_pooling,
+    feature_size,
+    finetune_loss,
+)
 from minilm.finetune.table import RESULTS_FILE, find_results, glue_table
 from minilm.finetune.tasks import Encoder, Feature, TaskKind, task_kind
 from minilm.train import checkpoint as ckpt
@@ -77,6 +84,7 @@ def build_body(job: FinetuneConfig, model_overrides: dict, texts: list[str], run
         body = bodies.from_pretrained(job.pretrained, model_overrides, tokenizer_dir=resumed)
     else:
         body = bodies.from_scratch(job.model, job.size, model_overrides, texts, job.vocab_size, saved)
+    bodies.apply_input_format(body, bodies.resolve_input_format(job.input_format, body.entry))
     bodies.check_body(body, job.max_length)
     if saved is not None and resumed is None:
         body.tokenizer.save(saved)
@@ -97,11 +105,14 @@ def run(job: FinetuneConfig, train: TrainConfig, model_overrides: dict, resume: 
     eval_examples = load_examples(kind, job.eval_split, job.max_eval_examples, EVAL_SEED) if on_test else val_examples
     texts = [t for e in train_examples for t in kind.texts(e)]
     body = build_body(job, model_overrides, texts, Path(train.run_dir) if train.run_dir else None)
-    pooling = auto_pooling(body.tokenizer) if job.pooling == "auto" else job.pooling
-    encoder = Encoder(body.tokenizer, job.max_length, pooling)
+    for split, examples in (("train", train_examples), ("validation", val_examples), (job.eval_split, eval_examples)):
+        kind.check_texts(examples, body.tokenizer, split)
+    gpt_inputs = body.input_format == "gpt"
+    pooling = auto_pooling(body.tokenizer, body.input_format) if job.pooling == "auto" else job.pooling
+    encoder = Encoder(body.tokenizer, job.max_length, pooling, both_orders=gpt_inputs)
     val_features = kind.features(val_examples, encoder)
     head = kind.head(feature_size(body.model, job.features), pooling)
-    model = FinetuneModel(body.model, head, kind, job.freeze_body, job.features)
+    model = FinetuneModel(body.model, head, kind, job.freeze_body, job.features, job.lm_weight)
     run_config = {"job": dataclasses.asdict(job), "model": dataclasses.asdict(body.config)}
     trainer = Trainer(
         model,
@@ -117,7 +128,8 @@ def run(job: FinetuneConfig, train: TrainConfig, model_overrides: dict, resume: 
     if trainer.dist.is_main:
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
         print(
-            f"{job.task} ({kind.name}, {pooling} pooling, features={job.features}) with {run_name(job, body)}: "
+            f"{job.task} ({kind.name}, {body.input_format} inputs, {pooling} pooling, features={job.features}"
+            f"{f', lm_weight={job.lm_weight}' if job.lm_weight else ''}) with {run_name(job, body)}: "
             f"{trainable / 1e6:.2f}M trainable parameters, {len(train_examples):,} training examples; "
             f"device {trainer.device}, {trainer.dtype}"
         )
@@ -156,6 +168,8 @@ def report(results: dict, run_dir: Path | None, seconds: float) -> None:
 
 def _options_text() -> str:
     lines = settings_help([("job", FinetuneConfig()), ("train", DEFAULT_TRAIN)]) + models_help(" (from scratch)")
+    lines.append("input formats (input_format=; auto: the model's own, gpt for gpt, template for the others):")
+    lines += [f"    {name:<17} {text}" for name, text in INPUT_FORMATS.items()]
     lines.append("features (hidden states the head reads; with freeze_body=true, BERT's feature-based approach):")
     lines += [f"    {name:<17} {text}" for name, (_, text) in FEATURES.items()]
     lines.append("tasks (metrics):")

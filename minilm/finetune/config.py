@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 
 from minilm.data.tasks import SPLITS, TASKS
-from minilm.finetune.model import FEATURES
+from minilm.finetune.model import FEATURES, INPUT_FORMATS
 from minilm.heads import POOLING
 from minilm.train.cli import command_line_layer, resolve_layers
 from minilm.train.config import ConfigError, choice
@@ -24,9 +24,11 @@ class FinetuneConfig:
     size: str = "tiny"  # size preset of that model
     vocab_size: int = 8192  # from scratch: tokenizer trained on the task's training texts
     max_length: int = 128  # tokens per input (text, pair, question + context), longer ones truncated
+    input_format: str = "auto"  # "template" (the tokenizer's), "gpt" (start/delim/extract tokens); auto: the model's
     pooling: str = "auto"  # summary position: "first", "last", "mean"; auto: first if the template starts [CLS]
     freeze_body: bool = False  # feature-based: train only the head, keep the pretrained body as it is
     features: str = "last"  # layers the head reads (choices below: BERT Table 7); feature-based with freeze_body
+    lm_weight: float = 0.0  # λ of GPT's auxiliary LM loss, L3 = L2 + λ·L1 (the paper: 0.5); needs a causal LM body
     max_train_examples: int = 0  # 0: all; else a seeded sample (quick runs)
     max_eval_examples: int = 0  # 0: all; else a fixed sample of the validation/test split
     eval_split: str = "validation"  # split scored at the end into results.json: "validation" or "test"
@@ -37,6 +39,11 @@ class FinetuneConfig:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"unknown task {self.task!r}{hint} (tasks: {', '.join(TASKS)})")
         choice(self.pooling, ("auto", *POOLING), "pooling")
+        choice(self.input_format, ("auto", *INPUT_FORMATS), "input_format")
+        if not self.lm_weight >= 0:
+            raise ConfigError(f"lm_weight must be >= 0 (0: no auxiliary LM loss), got {self.lm_weight}")
+        if self.lm_weight and self.freeze_body:
+            raise ConfigError("lm_weight trains the body's LM, which freeze_body=true keeps frozen: drop one of them")
         choice(self.features, FEATURES, "features")
         choice(self.eval_split, SPLITS[1:], "eval_split")
         if self.max_length < 4:

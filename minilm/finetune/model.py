@@ -20,7 +20,9 @@ import torch
 from torch import Tensor, nn
 
 from minilm.finetune.tasks import TaskKind
+from minilm.heads import IGNORE_INDEX
 from minilm.nn.scalar_mix import ScalarMix
+from minilm.objectives.causal_lm import causal_lm_loss
 from minilm.tokenizers import Tokenizer, train_tokenizer
 from minilm.tokenizers.families import get_family
 from minilm.train import checkpoint as ckpt
@@ -132,6 +134,10 @@ class LayerFeatures(nn.Module):
 class FinetuneModel(nn.Module):
     """``body`` (a registered model), ``head`` (from the task kind); forward(batch) -> (logits, loss).
 
+    ``lm_weight`` λ > 0 adds GPT's auxiliary objective while training (Radford et al. 2018, eq. 5):
+    L3 = L2 + λ·L1, the task loss plus λ times the body's causal LM loss on the same inputs, predicted by its own
+    ``lm_head`` from the final hidden states; evaluation reports the task loss L2 alone.
+
     ``freeze_body``: feature-based fine-tuning, only the head learns (and the layer mix of features=weighted_all);
     the body stays in eval mode (no dropout) and runs without autograd. ``features``: which hidden states the head
     reads (:data:`FEATURES`; the head must be built :func:`feature_size` wide), with or without ``freeze_body``.
@@ -142,10 +148,21 @@ class FinetuneModel(nn.Module):
     """
 
     def __init__(
-        self, body: nn.Module, head: nn.Module, kind: TaskKind, freeze_body: bool = False, features: str = "last"
+        self,
+        body: nn.Module,
+        head: nn.Module,
+        kind: TaskKind,
+        freeze_body: bool = False,
+        features: str = "last",
+        lm_weight: float = 0.0,
     ) -> None:
         super().__init__()
-        self.body, self.head, self.kind, self.freeze_body = body, head, kind, freeze_body
+        self.body, self.head, self.kind, self.freeze_body, self.lm_weight = body, head, kind, freeze_body, lm_weight
+        if lm_weight and not isinstance(getattr(body, "lm_head", None), nn.Module):
+            raise ConfigError(
+                f"lm_weight={lm_weight} needs a causal language model with an lm_head (gpt); "
+                f"{type(body).__name__} has none: set lm_weight=0"
+            )
         self.config = getattr(body, "config", None)
         choice(features, FEATURES, "features")
         # "last" reads last_hidden_state as ever (no hidden states asked for, nothing added to checkpoints)
@@ -163,13 +180,22 @@ class FinetuneModel(nn.Module):
         frozen = torch.no_grad() if self.freeze_body else contextlib.nullcontext()
         with frozen:
             if self.layers is None:
-                hidden = encode(self.body, batch)  # (B, T, C)
+                hidden = last = encode(self.body, batch)  # (B, T, C)
             else:
                 hidden_states = encode_layers(self.body, batch)
+                last = hidden_states[-1]  # (B, T, C), the final hidden states
         if self.layers is not None:
             hidden = self.layers(hidden_states)  # outside no_grad: the weighted_all mix learns on a frozen body too
         logits = self.kind.logits(self.head, hidden, batch)
-        return logits, self.kind.loss(self.head, logits, batch["labels"])
+        loss = self.kind.loss(self.head, logits, batch["labels"])  # L2
+        if self.lm_weight and self.training:
+            loss = loss + self.lm_weight * self.auxiliary_lm_loss(last, batch)  # L3 = L2 + λ·L1
+        return logits, loss
+
+    def auxiliary_lm_loss(self, last_hidden: Tensor, batch: dict) -> Tensor:
+        """L1 on the fine-tuning inputs: every real token predicted from the ones before it (padding skipped)."""
+        targets = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, IGNORE_INDEX)  # (B, T)
+        return causal_lm_loss(self.body.lm_head(last_hidden[:, :-1]), targets, ignore_index=IGNORE_INDEX)
 
 
 def finetune_loss(model: nn.Module, batch: dict) -> LossOutput:
@@ -178,9 +204,58 @@ def finetune_loss(model: nn.Module, batch: dict) -> LossOutput:
     return LossOutput(loss, n_tokens=int(batch["attention_mask"].sum()))
 
 
-def auto_pooling(tokenizer: Tokenizer) -> str:
-    """ "first" when the tokenizer's template starts with a special token ([CLS], <s>), else "last" (GPT, T5)."""
+def auto_pooling(tokenizer: Tokenizer, input_format: str = "template") -> str:
+    """ "first" when the tokenizer's template starts with a special token ([CLS], <s>), else "last" (GPT, T5);
+    "last" with GPT's inputs, whose extract token ends every sequence."""
+    if input_format == "gpt":
+        return "last"
     return "last" if get_family(tokenizer.family).single.split()[0].startswith("$") else "first"
+
+
+# ---------------------------------------------------------------------------------------------- input formats
+
+# input_format=: how texts become a model's input sequences (see minilm.finetune.tasks)
+INPUT_FORMATS = {
+    "template": "the tokenizer's own templates ([CLS] a [SEP] b [SEP] for BERT; a b for GPT-2's tokenizer)",
+    "gpt": "GPT's transformations: <|start|> a <|delim|> b <|extract|>, symmetric pairs both ways, summed",
+}
+GPT_START, GPT_DELIM, GPT_EXTRACT = "<|start|>", "<|delim|>", "<|extract|>"  # the paper's <s>, $ and <e>
+
+
+def gpt_inputs(tokenizer: Tokenizer) -> Tokenizer:
+    """The tokenizer with GPT's start, delimiter and extract tokens and its fine-tuning templates
+    (Radford et al. 2018, Figure 1); a tokenizer that has them already keeps their ids."""
+    return tokenizer.with_templates(
+        f"{GPT_START} $A {GPT_EXTRACT}",
+        f"{GPT_START} $A {GPT_DELIM} $B:1 {GPT_EXTRACT}:1",
+        new_tokens=(GPT_START, GPT_DELIM, GPT_EXTRACT),
+    )
+
+
+def resolve_input_format(input_format: str, entry: ModelEntry) -> str:
+    """``auto``: the input format of the model's paper (the registry's ``input_format``)."""
+    return entry.input_format if input_format == "auto" else input_format
+
+
+def apply_input_format(body: Body, input_format: str) -> None:
+    """input_format=gpt: the tokenizer gets GPT's tokens and templates, the model embedding rows for the tokens it
+    adds (random, as in the paper; with freeze_body they stay as drawn, markers the body learns nothing about);
+    template leaves the body as it is."""
+    body.input_format = input_format
+    if input_format != "gpt":
+        return
+    body.tokenizer = gpt_inputs(body.tokenizer)
+    vocab = getattr(body.config, "vocab_size", None)
+    added = [t for t in (GPT_START, GPT_DELIM, GPT_EXTRACT) if vocab is None or body.tokenizer.token_to_id(t) >= vocab]
+    if not added:
+        return  # the model has rows for them already (a resumed run, or a model trained with them)
+    if not hasattr(body.model, "resize_token_embeddings"):
+        raise ConfigError(
+            f"input_format=gpt adds tokens, and {type(body.model).__name__} cannot grow its vocabulary; "
+            "use input_format=template"
+        )
+    body.model.resize_token_embeddings(vocab + len(added))
+    body.config = body.model.config
 
 
 # ---------------------------------------------------------------------------------------------- building the body
@@ -196,6 +271,7 @@ class Body:
     tokenizer: Tokenizer
     checkpoint: Path | None = None  # the pretrained weights it was loaded from
     label: str = ""  # the pretraining run and step ("gpt-clm-20250101-120000@400"), for tables
+    input_format: str = "template"  # set by apply_input_format
 
 
 def pretrained_run_dir(checkpoint: Path) -> Path:

@@ -18,6 +18,13 @@ kind            tasks                     inputs                                
 Predictions are scored with :func:`minilm.metrics.compute` under the task's own metric names: word-level tags
 for tagging (entity F1 on BIO tags for WNUT-17, accuracy for UPOS), answer texts for SQuAD (official EM/F1).
 
+Input formats (``input_format=``): ``template`` encodes through the tokenizer's own templates ([CLS] a [SEP] b
+[SEP] for BERT). ``gpt`` is GPT's task-specific input transformations (Radford et al. 2018, §3.3, Figure 1): the
+tokenizer gets start, delimiter and extract tokens, ``<|start|> a <|delim|> b <|extract|>``, and the extract token's
+final state (``pooling=last``) feeds the head; entailment is premise-delimiter-hypothesis; a symmetric pair
+(similarity, paraphrase: ``TaskInfo.symmetric``) is read in both orders and the two final states are summed before
+the linear layer (``Encoder.both_orders``); multiple choice scores each (context, answer) sequence.
+
 Span QA, simplified: one window per question, no document stride. The context is cut to fit ``max_length``
 (the tokenizer's longest-first truncation, which in practice cuts the context); a question whose answer is cut
 away is trained as unanswerable, and scored against its real answers. Unanswerable questions point at the
@@ -47,6 +54,7 @@ from minilm.heads import (
     TokenClassificationHead,
     align_labels_to_tokens,
     best_span,
+    pool,
     word_predictions,
 )
 from minilm.metrics import compute
@@ -82,6 +90,7 @@ class Encoder:
     tokenizer: Tokenizer
     max_length: int
     pooling: str  # "first", "last" or "mean"
+    both_orders: bool = False  # a symmetric task's pair read both ways, the two summaries summed (GPT's similarity)
 
     def __call__(self, texts: list[str], pairs: list[str] | None = None) -> BatchEncoding:
         return self.tokenizer(texts, pairs, max_length=self.max_length, truncation=True, padding=False)
@@ -138,6 +147,17 @@ class TaskKind:
             problem = self.label_problem(example)
             if problem is not None:
                 raise ConfigError(f"task {self.info.name!r}, {split} example {i}: {problem}")
+
+    def check_texts(self, examples: list, tokenizer: Tokenizer, split: str) -> None:
+        """ConfigError naming the first text that tokenises to nothing (it would leave an empty sequence or side)."""
+        texts = [(i, t) for i, e in enumerate(examples) for t in self.texts(e)]
+        encodings = tokenizer.backend.encode_batch([t for _, t in texts], add_special_tokens=False)
+        for (i, text), encoding in zip(texts, encodings, strict=True):
+            if not encoding.ids:
+                raise ConfigError(
+                    f"task {self.info.name!r}, {split} example {i}: the text {text!r} tokenises to nothing (empty, "
+                    "or only characters the tokenizer drops); fix or remove the example"
+                )
 
     def features(self, examples: list, encoder: Encoder) -> list[Feature]:
         raise NotImplementedError
@@ -198,14 +218,30 @@ class SequenceKind(TaskKind):
 
     def features(self, examples: list, encoder: Encoder) -> list[Feature]:
         parts = list(zip(*(self.texts(e) for e in examples), strict=True))
-        enc = encoder(list(parts[0]), list(parts[1]) if len(parts) > 1 else None)
-        return _features(enc, [e.label for e in examples])
+        labels = [e.label for e in examples]
+        if len(parts) == 1:
+            return _features(encoder(list(parts[0])), labels)
+        firsts, seconds = list(parts[0]), list(parts[1])
+        if not (encoder.both_orders and self.info.symmetric):
+            return _features(encoder(firsts, seconds), labels)
+        # GPT (Radford et al. 2018, §3.3): "there is no inherent ordering of the two sentences being compared", so
+        # each example is two sequences, (a, b) and (b, a); logits() sums their summaries.
+        pairs = [ab for a, b in zip(firsts, seconds, strict=True) for ab in ((a, b), (b, a))]
+        both = encoder([a for a, _ in pairs], [b for _, b in pairs])
+        return _features(both, labels, group=2)
 
     def label_tensor(self, labels: list, width: int) -> Tensor:
         return torch.tensor(labels, dtype=torch.float32 if self.regression else torch.long)  # (B,)
 
     def head(self, d_model: int, pooling: str) -> nn.Module:
         return SequenceClassificationHead(d_model, len(self.info.labels) or 1, pooling=pooling)
+
+    def logits(self, head: nn.Module, hidden: Tensor, batch: dict) -> Tensor:
+        orders = hidden.size(0) // batch["labels"].size(0)  # 2: a pair read both ways
+        if orders == 1:
+            return super().logits(head, hidden, batch)
+        pooled = pool(hidden, batch["attention_mask"], head.pooling)  # (B * 2, C)
+        return head.classify(pooled.view(-1, orders, pooled.size(-1)).sum(1))  # h_(a,b) + h_(b,a) -> (B, n_labels)
 
     def predict(self, logits: Tensor, features: list[Feature]) -> list:
         return logits.squeeze(-1).tolist() if self.regression else super().predict(logits, features)

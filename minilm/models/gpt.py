@@ -210,6 +210,20 @@ class GPT(nn.Module):
     def new_cache(self):
         return self.decoder.new_cache()
 
+    @torch.no_grad()
+    def resize_token_embeddings(self, vocab_size: int) -> None:
+        """Grow the vocabulary to ``vocab_size`` tokens: the old rows are kept, the new ones drawn from N(0, 0.02)
+        like a fresh embedding (GPT's fine-tuning adds start, delimiter and extract tokens); the head stays tied."""
+        old = self.embedding.token
+        if vocab_size < old.num_embeddings:
+            raise ValueError(f"cannot shrink the vocabulary from {old.num_embeddings} to {vocab_size} tokens")
+        new = nn.Embedding(vocab_size, old.embedding_dim, device=old.weight.device, dtype=old.weight.dtype)
+        nn.init.normal_(new.weight, std=0.02)
+        new.weight[: old.num_embeddings] = old.weight
+        self.embedding.token = new
+        self.lm_head.weight = new.weight
+        self.config = dataclasses.replace(self.config, vocab_size=vocab_size)
+
     @classmethod
     def from_pretrained(cls, path: str | Path, strict: bool = True) -> GPT:
         """A GPT-2 checkpoint in the Hugging Face layout (a folder with config.json and model.safetensors) -> GPT.

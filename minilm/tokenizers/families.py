@@ -81,9 +81,15 @@ def build_pipeline(tok: hf.Tokenizer, fam: Family, lowercase: bool | None = None
 def finish(tok: hf.Tokenizer, fam: Family) -> hf.Tokenizer:
     """Register the special tokens (``tail`` ones get fresh ids at the end) and the template."""
     tok.add_special_tokens(list(fam.specials))
+    return set_templates(tok, fam, fam.single, fam.pair)
+
+
+def set_templates(tok: hf.Tokenizer, fam: Family, single: str, pair: str) -> hf.Tokenizer:
+    """Make ``single`` and ``pair`` (TemplateProcessing syntax) ``tok``'s templates; their special tokens must
+    be in ``tok`` already. Byte-level BPE keeps its offset trimming in front."""
     steps = [processors.ByteLevel(trim_offsets=True)] if fam.model == "bpe" else []
-    used = sorted({t.split(":")[0] for t in (fam.single + " " + fam.pair).split() if not t.startswith("$")})
+    used = sorted({t.split(":")[0] for t in (single + " " + pair).split() if not t.startswith("$")})
     specials = [(t, tok.token_to_id(t)) for t in used]
-    steps.append(processors.TemplateProcessing(single=fam.single, pair=fam.pair, special_tokens=specials))
+    steps.append(processors.TemplateProcessing(single=single, pair=pair, special_tokens=specials))
     tok.post_processor = steps[0] if len(steps) == 1 else processors.Sequence(steps)
     return tok

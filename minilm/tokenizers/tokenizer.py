@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -10,7 +11,7 @@ from typing import Any, ClassVar
 import tokenizers as hf
 from tokenizers import models
 
-from .families import FAMILIES, build_pipeline, finish, get_family
+from .families import FAMILIES, build_pipeline, finish, get_family, set_templates
 
 CONFIG_FILE = "minilm_tokenizer.json"
 TOKENIZER_FILE = "tokenizer.json"
@@ -143,6 +144,18 @@ class Tokenizer:
 
     def id_to_token(self, id: int) -> str | None:
         return self.backend.id_to_token(id)
+
+    def with_templates(self, single: str, pair: str, new_tokens: Sequence[str] = ()) -> Tokenizer:
+        """A copy of this tokenizer that adds ``new_tokens`` as special tokens (fresh ids at the end, unless it has
+        them already) and encodes with the templates ``single`` and ``pair`` (TemplateProcessing syntax:
+        ``"<s> $A <e>"``, ``"<s> $A <d> $B:1 <e>:1"``); GPT's fine-tuning inputs are made this way."""
+        backend = hf.Tokenizer.from_str(self.backend.to_str())
+        backend.add_special_tokens(list(new_tokens))
+        unknown = [t for t in (single + " " + pair).split() if not t.startswith("$")]
+        unknown = [t for t in unknown if backend.token_to_id(t.split(":")[0]) is None]
+        if unknown:
+            raise ValueError(f"template tokens {unknown} are not in the vocabulary: pass them as new_tokens")
+        return Tokenizer(set_templates(backend, self.spec, single, pair), self.family)
 
     def num_special_tokens_to_add(self, pair: bool = False) -> int:
         return self.backend.num_special_tokens_to_add(pair)

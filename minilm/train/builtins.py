@@ -41,7 +41,7 @@ def clm_loss(model, block) -> LossOutput:
     return LossOutput(causal_lm_loss(logits, block), n_tokens=block[:, 1:].numel())
 
 
-register_model(ModelEntry("gpt", GPTConfig, GPT, sizes=GPT_SIZES, tokenizer_family="gpt2"))
+register_model(ModelEntry("gpt", GPTConfig, GPT, sizes=GPT_SIZES, tokenizer_family="gpt2", input_format="gpt"))
 register_objective(
     ObjectiveEntry(
         "clm",

@@ -27,6 +27,7 @@ class ModelEntry:
     sizes: dict[str, dict] = field(default_factory=dict)  # preset name -> config overrides
     tokenizer_family: str = "gpt2"  # minilm.tokenizers family trained for it
     attach_tokenizer: Callable | None = None  # (model, tokenizer) -> None, for models that read the vocabulary
+    input_format: str = "template"  # fine-tuning inputs (minilm.finetune input_format=auto): "template" or "gpt"
 
 
 @dataclass
