@@ -257,6 +257,27 @@ def test_training_full_corpus_is_fast():
     assert "romeo" in tok.tokenize("Romeo")
 
 
+@pytest.mark.parametrize("family", ["bert", "gpt2", "roberta"])
+def test_training_gives_the_same_vocabulary_in_every_process(family):
+    """tokenizers' own WordPiece trainer numbers its "##" pieces in hash-map order, which differs from process to
+    process (huggingface/tokenizers#1794); WordPiece and BPE families must learn one vocabulary from the same texts.
+    (Unigram, for ALBERT and T5, still varies a little: its trainer breaks ties between equal scores the same way.)"""
+    script = (
+        "import json, sys; from minilm.tokenizers import train_tokenizer; "
+        "lines = open(sys.argv[1], encoding='utf-8').read().splitlines()[:4000]; "
+        f"print(json.dumps(sorted(train_tokenizer(lines, {family!r}, vocab_size=1500).backend.get_vocab().items())))"
+    )
+    corpus = str(data("tinyshakespeare", "input.txt"))
+    vocabularies = [
+        subprocess.run([sys.executable, "-c", script, corpus], capture_output=True, text=True, check=True).stdout
+        for _ in range(2)
+    ]
+    assert vocabularies[0] == vocabularies[1]
+    if family == "bert":  # word-internal pieces carry "##" and round-trip
+        vocab = dict(json.loads(vocabularies[0]))
+        assert sum(t.startswith("##") for t in vocab) > 100 and len(vocab) == 1500
+
+
 # --- batch encoding -------------------------------------------------------------------------------------
 
 
