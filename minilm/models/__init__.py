@@ -1,7 +1,7 @@
 """Model families, one file each, composed from :mod:`minilm.nn`."""
 
 from .bert import BERT_PRESETS, Bert, BertConfig, RobertaConfig
-from .gpt import GPT, GPT_PRESETS, GPTConfig
+from .gpt import GPT, GPT_PRESETS, GPTConfig, gpt_config
 from .transformer import TRANSFORMER_BASE, TRANSFORMER_BIG, Transformer, TransformerConfig
 
 __all__ = [
@@ -16,4 +16,5 @@ __all__ = [
     "RobertaConfig",
     "Transformer",
     "TransformerConfig",
+    "gpt_config",
 ]
