@@ -42,6 +42,7 @@
 # %%
 import dataclasses
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -542,6 +543,10 @@ for i in range(1, 4):
 # %%
 assert similarity[0, 1] > 0.7 > 0.3 > similarity[0, 2] > 0.1 > 0 > similarity[0, 3], "the checkpoint's known cosines"
 print("food ~ bread > food ~ horse > food ~ baby:", bool(similarity[0, 1] > similarity[0, 2] > similarity[0, 3]))
+
+# %%
+shutil.rmtree(run_dir)  # the live run's checkpoints served their purpose: leave no files behind
+print("live run removed:", not run_dir.exists())
 
 # %% [markdown]
 # Eating food and eating bread are close; riding a horse less so; carrying a baby not at all. Our mini-BERT, trained

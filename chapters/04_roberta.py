@@ -337,13 +337,10 @@ print("the same tokens in 4x fewer steps costs less than 0.5 nats:", batch_runs[
 # BERT's WordPiece vocabulary is built over Unicode characters; any character it never saw becomes `[UNK]`, and the
 # uncased model also strips accents. GPT-2's **byte-level BPE** (Radford et al. 2019), which RoBERTa adopted, starts
 # from the 256 bytes, so every string has an encoding and decodes back exactly. The price: rare characters cost
-# several tokens (an emoji is 4 bytes in UTF-8). (The `tokenizers` library's WordPiece trainer breaks ties between
-# equally frequent pieces differently from one process to the next, so the WordPiece numbers below move slightly
-# between runs; the byte-level BPE ones do not.)
+# several tokens (an emoji is 4 bytes in UTF-8).
 
 # %%
-# NBVAL_IGNORE_OUTPUT
-wordpiece = train_tokenizer([d.text for d in train_docs], "bert", vocab_size=4096)  # its pieces vary a little by run
+wordpiece = train_tokenizer([d.text for d in train_docs], "bert", vocab_size=4096)  # same texts, same vocabulary
 unusual = ["Naïve café owners in Zürich said “Ωmega”.", "Tokyo is 東京 😀", "the cat sat on the mat"]
 for name, tok in (("WordPiece", wordpiece), ("byte-level BPE", tokenizer)):
     print(f"== {name} ({tok.vocab_size} tokens)")
@@ -364,7 +361,6 @@ def round_trips(tok, texts):
 
 
 # %%
-# NBVAL_IGNORE_OUTPUT
 # WikiText already replaced its rare words by the string "<unk>": drop those, so only real text is tokenized
 test_sentences = [s.replace("<unk>", "") for d in load_wikitext("test") for s in d.sentences()]
 lengths = {}
