@@ -51,7 +51,9 @@ import torch.nn.functional as F
 
 import minilm.nn as mnn
 from minilm.data import load_gutenberg, load_task
+from minilm.data.senses import WORD_SENSES
 from minilm.data.tasks import UPOS_TAGS
+from minilm.metrics import nearest_centroid_accuracy
 from minilm.models.elmo import ELMO_PRESETS, ELMo, ELMoConfig
 from minilm.objectives.bilm import bilm_loss
 from minilm.objectives.causal_lm import language_model_blocks
@@ -222,64 +224,13 @@ plt.show()
 # %% [markdown]
 # ## 4. One word, many senses
 #
-# Now the point of it all. We write ten sentences for each of two senses of "bank" (river / money) and of "play"
-# (a theatre play / to play a game), run the frozen biLM, and take the word's vector in each layer.
+# Now the point of it all. `minilm.data.senses` holds ten sentences for each of two senses of "bank" (river /
+# money) and of "play" (a theatre play / to play a game); we run the frozen biLM over them and take the word's vector
+# in each layer.
 
 # %%
-SENSES = {
-    "bank": {
-        "river": [
-            "He sat on the bank of the river and watched the water .",
-            "The boat drifted slowly towards the muddy bank .",
-            "We walked along the bank of the stream until dark .",
-            "Wild flowers grew thick upon the green bank .",
-            "The fisherman climbed up the steep bank with his net .",
-            "She lay on the grassy bank and fell asleep in the sun .",
-            "The water rose and flooded the bank of the river .",
-            "On the far bank the trees bent over the water .",
-            "The children ran down the bank and into the shallow river .",
-            "A heron stood still on the bank among the reeds .",
-        ],
-        "money": [
-            "She took the money to the bank and opened an account .",
-            "The bank lent him a thousand pounds .",
-            "He had a clerk 's place in a bank in the city .",
-            "My father kept all his savings in the bank .",
-            "The bank refused to pay the cheque .",
-            "He drew fifty pounds from the bank this morning .",
-            "The old bank had failed and every depositor was ruined .",
-            "The manager of the bank counted the notes twice .",
-            "They robbed the bank and escaped with the gold .",
-            "I must go to the bank before it closes .",
-        ],
-    },
-    "play": {
-        "theatre": [
-            "We went to see a new play at the theatre .",
-            "The play was performed for the first time in London .",
-            "She wrote a play in three acts .",
-            "The actors rehearsed the play all week .",
-            "The first act of the play was dull .",
-            "He bought two tickets for the play on Saturday .",
-            "The audience applauded loudly at the end of the play .",
-            "In the play the king dies in the last scene .",
-            "The critics praised the play and its author .",
-            "They read the whole play aloud in the evening .",
-        ],
-        "game": [
-            "The children went out to play in the garden .",
-            "Let us play cards after dinner .",
-            "The boys play football every afternoon .",
-            "She liked to play with the little dog .",
-            "Will you play a game of chess with me ?",
-            "The kittens play on the floor all day .",
-            "He taught his son to play cricket .",
-            "They used to play together when they were young .",
-            "Go and play with your brother .",
-            "We could play at hide and seek .",
-        ],
-    },
-}
+print({word: {sense: len(texts) for sense, texts in senses.items()} for word, senses in WORD_SENSES.items()})
+print(WORD_SENSES["bank"]["river"][0], "|", WORD_SENSES["bank"]["money"][0])
 
 
 @torch.no_grad()
@@ -299,7 +250,7 @@ def layer_features(model, sentences, batch_size=64):
 def word_vectors(model, word):
     """The word's vector in each layer, one row per sentence, and each sentence's sense label."""
     sentences, labels = [], []
-    for label, texts in enumerate(SENSES[word].values()):
+    for label, texts in enumerate(WORD_SENSES[word].values()):
         sentences += [t.split() for t in texts]
         labels += [label] * len(texts)
     starts = torch.tensor([0] + [len(s) for s in sentences]).cumsum(0)[:-1]  # first token of each sentence
@@ -307,7 +258,7 @@ def word_vectors(model, word):
     return [layer[where] for layer in layer_features(model, sentences)], torch.tensor(labels)
 
 
-vectors = {word: word_vectors(biLM, word) for word in SENSES}
+vectors = {word: word_vectors(biLM, word) for word in WORD_SENSES}
 bank_layers, _ = vectors["bank"]
 print("layer 0: 'bank' has one vector in all 20 sentences:", bool((bank_layers[0] == bank_layers[0][0]).all()))
 print("layer 1: 20 different vectors:", len(torch.unique(bank_layers[1], dim=0)))
@@ -318,7 +269,7 @@ print("layer 1: 20 different vectors:", len(torch.unique(bank_layers[1], dim=0))
 # %%
 fig, axes = plt.subplots(2, 3, figsize=(11, 6.5))
 for row, (word, (layers, labels)) in zip(axes, vectors.items(), strict=True):
-    names = list(SENSES[word])
+    names = list(WORD_SENSES[word])
     for j, (ax, h) in enumerate(zip(row, layers, strict=True)):
         centred = h - h.mean(0)
         U, S, _ = torch.linalg.svd(centred, full_matrices=False)
@@ -336,22 +287,11 @@ plt.show()
 # To put a number on it we use the paper's own method for word-sense disambiguation (§5.3, Table 5): represent
 # each sense by the mean of its vectors and label a word by its **nearest sense centroid** (cosine), here leaving
 # out the sentence being labelled. Chance is 0.5; in layer 0 every sentence gives the same vector, so the two
-# centroids tie and the accuracy is exactly 0.5 (a tie counts half).
+# centroids tie and the accuracy is exactly 0.5 (a tie counts half). `minilm.metrics.nearest_centroid_accuracy`
+# computes it.
 
 
 # %%
-def nearest_centroid_accuracy(h, labels):
-    """Leave-one-out: each vector gets the sense whose centroid (over the other sentences) is nearest."""
-    correct = 0.0
-    for i in range(len(labels)):
-        others = torch.arange(len(labels)) != i
-        centroids = torch.stack([h[others & (labels == c)].mean(0) for c in (0, 1)])  # (2, 2d)
-        similarity = F.cosine_similarity(h[i][None], centroids)  # (2,)
-        tie = torch.isclose(similarity[0], similarity[1], atol=1e-6)
-        correct += 0.5 if tie else float(similarity.argmax() == labels[i])
-    return correct / len(labels)
-
-
 def sense_table(word_vectors_by_word):
     """word -> the nearest-centroid accuracy of each layer."""
     return {
@@ -361,7 +301,7 @@ def sense_table(word_vectors_by_word):
 
 
 live_senses = sense_table(vectors)
-control_senses = sense_table({word: word_vectors(untrained, word) for word in SENSES})
+control_senses = sense_table({word: word_vectors(untrained, word) for word in WORD_SENSES})
 
 # %%
 # NBVAL_IGNORE_OUTPUT

@@ -52,7 +52,7 @@ from minilm.finetune.config import DEFAULT_TRAIN as FINETUNE_TRAIN
 from minilm.finetune.config import FinetuneConfig
 from minilm.finetune.model import GPT_DELIM, GPT_EXTRACT, GPT_START, gpt_inputs
 from minilm.finetune.tasks import Encoder, task_kind
-from minilm.generation import top_k_filter, top_p_filter
+from minilm.generation import continuation_log_prob, top_k_filter, top_p_filter
 from minilm.models import GPT, GPTConfig
 from minilm.models.gpt import gpt_config
 from minilm.objectives.causal_lm import causal_lm_loss, language_model_blocks
@@ -346,37 +346,19 @@ plt.show()
 # itself learns task-relevant behaviour.
 #
 # Words may span several BPE tokens, so we compare the log-probability of the whole continuation,
-# $\log P(\text{" positive"} \mid x, \text{" very"}) = \sum_j \log P(c_j \mid x, \text{" very"}, c_{<j})$:
+# $\log P(\text{" positive"} \mid x, \text{" very"}) = \sum_j \log P(c_j \mid x, \text{" very"}, c_{<j})$, which
+# `minilm.generation.continuation_log_prob` computes:
 
 
 # %%
-@torch.no_grad()
-def continuation_logprob(model, tokenizer, prompts, continuation, batch_size=64):
-    """log P(continuation | prompt) for each prompt (N,): the sum of the log-probabilities of its tokens."""
-    cont = tokenizer.encode(continuation, add_special_tokens=False)
-    scores = []
-    for i in range(0, len(prompts), batch_size):
-        rows = [
-            tokenizer.encode(p, add_special_tokens=False)[-(model.config.max_len - len(cont)) :] + cont
-            for p in prompts[i : i + batch_size]
-        ]
-        length = max(map(len, rows))
-        ids = torch.tensor([r + [0] * (length - len(r)) for r in rows])  # right padding: the causal mask hides it
-        log_probs = model(ids).float().log_softmax(-1)  # (B, T, V)
-        for b, r in enumerate(rows):
-            predicting = torch.arange(len(r) - len(cont) - 1, len(r) - 1)  # positions that predict the continuation
-            scores.append(log_probs[b, predicting, torch.tensor(cont)].sum())
-    return torch.stack(scores)
-
-
 def zero_shot_sst2(model, tokenizer, examples):
     """Accuracy of "append ' very', compare P(' positive') with P(' negative')" (Radford et al. 2018, §5); the same
     rule calibrated (Zhao et al. 2021) by each word's log-probability after the content-free prompt "N/A very";
     and the fraction of examples the raw rule calls positive."""
     prompts = [e.text + " very" for e in examples]
-    positive = continuation_logprob(model, tokenizer, prompts, " positive")  # (N,)
-    negative = continuation_logprob(model, tokenizer, prompts, " negative")
-    prior = continuation_logprob(model, tokenizer, ["N/A very"], " positive") - continuation_logprob(
+    positive = continuation_log_prob(model, tokenizer, prompts, " positive")  # (N,)
+    negative = continuation_log_prob(model, tokenizer, prompts, " negative")
+    prior = continuation_log_prob(model, tokenizer, ["N/A very"], " positive") - continuation_log_prob(
         model, tokenizer, ["N/A very"], " negative"
     )
     labels = torch.tensor([e.label for e in examples])  # 1 = positive

@@ -29,7 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.common import save_results  # noqa: E402
 from minilm.data import load_gutenberg, load_task  # noqa: E402
+from minilm.data.senses import WORD_SENSES  # noqa: E402
 from minilm.data.tasks import UPOS_TAGS  # noqa: E402
+from minilm.metrics import nearest_centroid_accuracy  # noqa: E402
 from minilm.models.elmo import ELMo, ELMoConfig  # noqa: E402
 from minilm.nn import ScalarMix, batch_to_char_ids  # noqa: E402
 from minilm.objectives.bilm import bilm_loss  # noqa: E402
@@ -47,61 +49,6 @@ CONFIG = dict(
     projection_dim=128,
     dropout=0.0,
 )
-
-SENSES = {
-    "bank": {
-        "river": [
-            "He sat on the bank of the river and watched the water .",
-            "The boat drifted slowly towards the muddy bank .",
-            "We walked along the bank of the stream until dark .",
-            "Wild flowers grew thick upon the green bank .",
-            "The fisherman climbed up the steep bank with his net .",
-            "She lay on the grassy bank and fell asleep in the sun .",
-            "The water rose and flooded the bank of the river .",
-            "On the far bank the trees bent over the water .",
-            "The children ran down the bank and into the shallow river .",
-            "A heron stood still on the bank among the reeds .",
-        ],
-        "money": [
-            "She took the money to the bank and opened an account .",
-            "The bank lent him a thousand pounds .",
-            "He had a clerk 's place in a bank in the city .",
-            "My father kept all his savings in the bank .",
-            "The bank refused to pay the cheque .",
-            "He drew fifty pounds from the bank this morning .",
-            "The old bank had failed and every depositor was ruined .",
-            "The manager of the bank counted the notes twice .",
-            "They robbed the bank and escaped with the gold .",
-            "I must go to the bank before it closes .",
-        ],
-    },
-    "play": {
-        "theatre": [
-            "We went to see a new play at the theatre .",
-            "The play was performed for the first time in London .",
-            "She wrote a play in three acts .",
-            "The actors rehearsed the play all week .",
-            "The first act of the play was dull .",
-            "He bought two tickets for the play on Saturday .",
-            "The audience applauded loudly at the end of the play .",
-            "In the play the king dies in the last scene .",
-            "The critics praised the play and its author .",
-            "They read the whole play aloud in the evening .",
-        ],
-        "game": [
-            "The children went out to play in the garden .",
-            "Let us play cards after dinner .",
-            "The boys play football every afternoon .",
-            "She liked to play with the little dog .",
-            "Will you play a game of chess with me ?",
-            "The kittens play on the floor all day .",
-            "He taught his son to play cricket .",
-            "They used to play together when they were young .",
-            "Go and play with your brother .",
-            "We could play at hide and seek .",
-        ],
-    },
-}
 
 
 def corpus(vocab_size: int):
@@ -177,16 +124,6 @@ def sense_scores(model, word, senses):
     return scores
 
 
-def nearest_centroid_accuracy(vectors, labels):
-    correct = 0.0
-    for i in range(len(labels)):
-        keep = torch.arange(len(labels)) != i
-        centroids = torch.stack([vectors[keep & (labels == c)].mean(0) for c in (0, 1)])  # (2, 2d)
-        sims = F.cosine_similarity(vectors[i][None], centroids)  # (2,)
-        correct += 0.5 if torch.isclose(sims[0], sims[1], atol=1e-6) else float(sims.argmax() == labels[i])
-    return correct / len(labels)
-
-
 def cosine_gap(vectors, labels):
     sims = vectors @ vectors.T  # (n, n), unit vectors
     same = labels[:, None] == labels[None, :]
@@ -252,7 +189,7 @@ def pos_table(model, seeds=(0, 1, 2)):
 
 def evaluate(model):
     return {
-        "senses": {word: sense_scores(model, word, senses) for word, senses in SENSES.items()},
+        "senses": {word: sense_scores(model, word, senses) for word, senses in WORD_SENSES.items()},
         "pos": pos_table(model),
     }
 

@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -35,6 +34,7 @@ from minilm.finetune import cli as finetune  # noqa: E402
 from minilm.finetune.config import DEFAULT_TRAIN as FINETUNE_TRAIN  # noqa: E402
 from minilm.finetune.config import FinetuneConfig  # noqa: E402
 from minilm.finetune.model import from_pretrained  # noqa: E402
+from minilm.generation import continuation_log_prob  # noqa: E402
 from minilm.train import checkpoint as ckpt  # noqa: E402
 from minilm.train import pretrain  # noqa: E402
 from minilm.train.trainer import TrainConfig, read_metrics  # noqa: E402
@@ -77,25 +77,6 @@ def _with(config, **fields):
     return dataclasses.replace(config, **fields)
 
 
-@torch.no_grad()
-def continuation_logprob(model, tokenizer, prompts: list[str], continuation: str, batch_size: int = 64) -> torch.Tensor:
-    """log P(continuation | prompt) for each prompt (N,): the sum of the log-probabilities of its tokens."""
-    cont = tokenizer.encode(continuation, add_special_tokens=False)
-    scores = []
-    for i in range(0, len(prompts), batch_size):
-        rows = [
-            tokenizer.encode(p, add_special_tokens=False)[-(model.config.max_len - len(cont)) :] + cont
-            for p in prompts[i : i + batch_size]
-        ]
-        length = max(map(len, rows))
-        ids = torch.tensor([r + [0] * (length - len(r)) for r in rows])  # right padding: causal, so harmless
-        logprobs = F.log_softmax(model(ids).float(), dim=-1)  # (B, T, V)
-        for b, r in enumerate(rows):
-            positions = torch.arange(len(r) - len(cont) - 1, len(r) - 1)  # the positions that predict cont
-            scores.append(logprobs[b, positions, torch.tensor(cont)].sum())
-    return torch.stack(scores)
-
-
 def zero_shot_sst2(model, tokenizer, examples) -> dict:
     """Radford et al. 2018 §5: append " very", compare P(" positive") with P(" negative").
 
@@ -103,9 +84,9 @@ def zero_shot_sst2(model, tokenizer, examples) -> dict:
     after the content-free prompt "N/A very", so that a model preferring one word everywhere is not rewarded for it.
     """
     prompts = [e.text + " very" for e in examples]
-    positive = continuation_logprob(model, tokenizer, prompts, " positive")
-    negative = continuation_logprob(model, tokenizer, prompts, " negative")
-    prior = continuation_logprob(model, tokenizer, ["N/A very"], " positive") - continuation_logprob(
+    positive = continuation_log_prob(model, tokenizer, prompts, " positive")
+    negative = continuation_log_prob(model, tokenizer, prompts, " negative")
+    prior = continuation_log_prob(model, tokenizer, ["N/A very"], " positive") - continuation_log_prob(
         model, tokenizer, ["N/A very"], " negative"
     )
     labels = torch.tensor([e.label for e in examples])  # 1 = positive

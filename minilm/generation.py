@@ -18,6 +18,9 @@ not, and a temperature <= 0 is rejected as the mistake it usually is.
 :func:`generate` is the loop, independent of the model: ``step_fn(new_ids, attention_mask)`` returns the logits
 for the last position, keeping its own KV cache, so it drives GPT as well as the decoder of an encoder-decoder
 model (BART, T5), whose encoder output the step function closes over.
+
+:func:`continuation_log_prob` runs the other way: it scores a given continuation instead of choosing one, the
+zero-shot classifier of GPT (Radford et al. 2018, §5) and of every prompt-based evaluation since.
 """
 
 from __future__ import annotations
@@ -184,3 +187,27 @@ def generate(
         if stop and bool(finished.all()):
             break
     return ids
+
+
+@torch.no_grad()
+def continuation_log_prob(model, tokenizer, prompts: Sequence[str], continuation: str, batch_size: int = 64) -> Tensor:
+    """log P(continuation | prompt) for each prompt (N,) under a causal LM: Σ_j log P(c_j | prompt, c_<j).
+
+    ``model(ids)`` must return next-token logits (B, T, V) and ``model.config.max_len`` be its context; a prompt too
+    long for it keeps its last tokens. The continuation is tokenised on its own (mind its leading space: " positive").
+    """
+    cont = tokenizer.encode(continuation, add_special_tokens=False)
+    if not cont:
+        raise ValueError(f"the continuation {continuation!r} tokenises to nothing")
+    keep = model.config.max_len - len(cont)
+    device = next(model.parameters()).device
+    scores = []
+    for i in range(0, len(prompts), batch_size):
+        rows = [tokenizer.encode(p, add_special_tokens=False)[-keep:] + cont for p in prompts[i : i + batch_size]]
+        width = max(map(len, rows))
+        ids = torch.tensor([r + [0] * (width - len(r)) for r in rows], device=device)  # right padding: never read
+        log_probs = F.log_softmax(model(ids).float(), dim=-1)  # (B, T, V)
+        for b, row in enumerate(rows):
+            predicting = torch.arange(len(row) - len(cont) - 1, len(row) - 1, device=device)  # positions before c_j
+            scores.append(log_probs[b, predicting, torch.tensor(cont, device=device)].sum())
+    return torch.stack(scores).cpu()  # (N,)

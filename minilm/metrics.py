@@ -14,6 +14,8 @@ metric                 used by
 ``perplexity``         language modelling
 =====================  ==========================================================================
 
+``nearest_centroid_accuracy`` probes representations (ELMo's word-sense disambiguation, leave-one-out).
+
 Classification and regression metrics take ``(predictions, labels)``: lists, tuples, numpy arrays or torch tensors
 (any device, no torch import here) of equal length. A list of sequences (one tag sequence per sentence) is flattened
 after checking that each prediction has the length of its label sequence, so token-level scores need no padding;
@@ -176,6 +178,33 @@ def spearman(x, y) -> float:
     if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
         return math.nan
     return _pearson_of_arrays(_average_ranks(a), _average_ranks(b))
+
+
+# ---- probing representations -----------------------------------------------------------------------------------
+
+
+def nearest_centroid_accuracy(vectors, labels) -> float:
+    """Leave-one-out nearest-centroid accuracy of labelled vectors (N, C), ELMo's word-sense probe (Peters et al.
+    2018, §5.3): each vector gets the label whose centroid over the *other* vectors is the most cosine-similar.
+
+    A tie between labels (identical centroids, as static embeddings give) earns 1/(number tied) when the true label is
+    among them, so chance is the score of a representation that cannot tell the labels apart.
+    """
+    x, y = _to_numpy(vectors).astype(np.float64), _to_numpy(labels)
+    if x.ndim != 2 or y.ndim != 1 or len(x) != len(y):
+        raise ValueError(f"need vectors (N, C) and labels (N,), got shapes {x.shape} and {y.shape}")
+    classes, counts = np.unique(y, return_counts=True)
+    if len(classes) < 2 or counts.min() < 2:
+        raise ValueError("need at least two labels with two vectors each (one is left out at a time)")
+    unit = lambda a: a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-12)  # noqa: E731
+    correct = 0.0
+    for i in range(len(y)):
+        others = np.arange(len(y)) != i
+        centroids = np.stack([x[others & (y == c)].mean(0) for c in classes])  # (n_labels, C)
+        similarity = unit(centroids) @ unit(x[i])  # (n_labels,)
+        tied = np.isclose(similarity, similarity.max(), rtol=0, atol=1e-6)
+        correct += tied[classes == y[i]].sum() / tied.sum()
+    return float(correct / len(y))
 
 
 # ---- language modelling ----------------------------------------------------------------------------------------

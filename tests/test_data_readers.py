@@ -289,3 +289,12 @@ def test_conllu_skips_multiword_tokens_and_empty_nodes(fake_file):
     tasks.load_ud_pos.cache_clear()
     with pytest.raises(DataError, match=r"ud-ewt/en_ewt-ud-test.conllu, line 1: 'HELLO' is not a UPOS tag"):
         load_task("ud_pos", "test")
+
+
+def test_word_sense_sentences_hold_their_word_once():
+    from minilm.data.senses import WORD_SENSES
+
+    for word, senses in WORD_SENSES.items():
+        assert len(senses) == 2 and all(len(texts) == 10 for texts in senses.values())
+        for text in (t for texts in senses.values() for t in texts):
+            assert text.split().count(word) == 1, text  # the probe takes the word's one position

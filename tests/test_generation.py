@@ -6,7 +6,14 @@ import math
 import pytest
 import torch
 
-from minilm.generation import apply_temperature, generate, sample_next, top_k_filter, top_p_filter
+from minilm.generation import (
+    apply_temperature,
+    continuation_log_prob,
+    generate,
+    sample_next,
+    top_k_filter,
+    top_p_filter,
+)
 from minilm.models.gpt import GPT, GPTConfig
 
 SMALL = GPTConfig(vocab_size=64, max_len=32, n_layers=2, n_heads=2, d_model=32, dropout=0.0)
@@ -203,3 +210,21 @@ def test_greedy_equals_transformers_generate_on_left_padded_batch(gpt2_pair, eos
         assert (expected[0, 7 + 3 :] == 0).all() and expected.size(1) > 7 + 3  # row 0 padded after its stop
     got = ours.generate(ids, **args, pad_token_id=0, eos_token_id=stop)
     assert got.tolist() == expected.tolist()
+
+
+def test_continuation_log_prob_sums_the_tokens_log_probabilities_under_any_batching():
+    from minilm.tokenizers import train_tokenizer
+
+    tokenizer = train_tokenizer(["the film was very good", "the plot was very bad indeed"] * 20, "gpt2", 300)
+    model = GPT(GPTConfig(vocab_size=300, max_len=12, n_layers=1, n_heads=2, d_model=16, dropout=0.0)).eval()
+    prompts = ["the film was very", "the plot was", "the film was very good and the plot was very"]  # last: too long
+    scores = continuation_log_prob(model, tokenizer, prompts, " bad indeed")
+    cont = tokenizer.encode(" bad indeed", add_special_tokens=False)
+    for prompt, score in zip(prompts, scores, strict=True):
+        ids = tokenizer.encode(prompt, add_special_tokens=False)[-(12 - len(cont)) :] + cont  # fits the context
+        log_probs = model(torch.tensor([ids]))[0].log_softmax(-1)  # (T, V)
+        by_hand = sum(log_probs[len(ids) - len(cont) - 1 + j, c] for j, c in enumerate(cont))
+        torch.testing.assert_close(score, by_hand)
+    torch.testing.assert_close(continuation_log_prob(model, tokenizer, prompts, " bad indeed", batch_size=1), scores)
+    with pytest.raises(ValueError, match="tokenises to nothing"):
+        continuation_log_prob(model, tokenizer, prompts, "")

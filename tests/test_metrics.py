@@ -19,6 +19,7 @@ from minilm.metrics import (
     f1,
     macro_f1,
     matthews_corrcoef,
+    nearest_centroid_accuracy,
     normalize_answer,
     pearson,
     perplexity,
@@ -375,3 +376,32 @@ def test_compute():
     assert scores == {"squad_em": 50.0, "squad_f1": 50.0}
     with pytest.raises(KeyError, match="bleu"):
         compute(["accuracy", "bleu"], p, y)
+
+
+# --- probing ---
+
+
+def test_nearest_centroid_accuracy_against_sklearn_cosine():
+    from sklearn.metrics.pairwise import cosine_similarity
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, 60)
+    vectors = rng.normal(size=(60, 8)) + 0.8 * np.eye(8)[labels]  # three overlapping clusters
+    expected = []
+    for i in range(60):
+        keep = np.arange(60) != i
+        centroids = np.stack([vectors[keep & (labels == c)].mean(0) for c in range(3)])
+        expected.append(cosine_similarity(vectors[i : i + 1], centroids).argmax() == labels[i])
+    ours = nearest_centroid_accuracy(torch.tensor(vectors, dtype=torch.float32), torch.tensor(labels))
+    assert ours == pytest.approx(np.mean(expected)) and 1 / 3 < ours < 1
+
+
+def test_nearest_centroid_accuracy_separates_senses_and_ties_at_chance():
+    apart = np.array([[1.0, 0.0], [0.9, 0.1], [1.0, 0.2], [0.0, 1.0], [0.1, 0.9], [0.2, 1.0]])
+    assert nearest_centroid_accuracy(apart, [0, 0, 0, 1, 1, 1]) == 1.0
+    same = np.ones((6, 4))  # a static embedding: one vector whatever the sense
+    assert nearest_centroid_accuracy(same, [0, 0, 1, 1, 2, 2]) == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="two vectors each"):
+        nearest_centroid_accuracy(apart[:4], [0, 0, 0, 1])
+    with pytest.raises(ValueError, match="vectors \\(N, C\\)"):
+        nearest_centroid_accuracy(apart, [0, 1])
