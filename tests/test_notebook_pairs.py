@@ -55,3 +55,13 @@ def test_a_missing_notebook_is_reported(tmp_path, monkeypatch):
     py = tmp_path / "alone.py"
     py.write_text(SOURCE)
     assert "is missing" in notebooks.problems(py)[0]
+
+
+def test_re_executing_keeps_the_ids_of_unchanged_cells(tmp_path):
+    ipynb = tmp_path / "x.ipynb"
+    old = jupytext.reads("# %%\nx = 1\n\n# %%\nx = 1\n\n# %%\nprint(x)\n", fmt="py:percent")
+    jupytext.write(old, ipynb)
+    new = jupytext.reads("# %%\nx = 1\n\n# %%\nx = 1\n\n# %%\nprint(x + 1)\n", fmt="py:percent")
+    notebooks.keep_cell_ids(new, ipynb)
+    assert [c.id for c in new.cells[:2]] == [c.id for c in old.cells[:2]]  # twins keep their ids, in order
+    assert new.cells[2].id != old.cells[2].id  # an edited cell is a new cell

@@ -55,12 +55,30 @@ def problems(py: Path) -> list[str]:
     return found
 
 
+def keep_cell_ids(nb, ipynb: Path) -> None:
+    """Give ``nb``'s cells the ids their twins (same type and source) have in ``ipynb``, so that re-executing a
+    notebook changes only what changed; jupytext draws new random ids each time it reads a .py."""
+    import jupytext
+
+    if not ipynb.exists():
+        return
+    old_ids: dict[tuple[str, str], list[str]] = {}
+    for cell in jupytext.read(ipynb).cells:
+        if cell.get("id"):
+            old_ids.setdefault((cell.cell_type, cell.source), []).append(cell.id)
+    for cell in nb.cells:
+        twins = old_ids.get((cell.cell_type, cell.source))
+        if twins:
+            cell.id = twins.pop(0)
+
+
 def execute(py: Path, timeout: int = 600) -> float:
     """Run ``py`` top to bottom in a fresh python3 kernel and write the paired .ipynb; return the seconds taken."""
     import jupytext
     from nbclient import NotebookClient
 
     nb = jupytext.read(py)
+    keep_cell_ids(nb, py.with_suffix(".ipynb"))
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     start = time.perf_counter()
     resources = {"metadata": {"path": str(py.parent)}}
