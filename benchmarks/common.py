@@ -1,16 +1,19 @@
-"""What the benchmark scripts share: round-robin timing, the matmul used as the machine's peak, the run header.
+"""What the benchmark scripts share: the timing options, round-robin timing, speed-up cells, the matmul used as the
+machine's peak, the run header.
 
 Each script sets ``OMP_WAIT_POLICY`` itself before importing torch (it must come first); import this after.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import os
 import platform
 import statistics
 import sys
 import time
+import warnings
 
 import torch
 
@@ -63,3 +66,32 @@ def run_header(*versions: str, load: float | None = None) -> str:
         f"date: {datetime.date.today()}; command: python {' '.join(sys.argv)}\n"
         f"machine: {machine}; load average {load:.1f} at start"
     )
+
+
+def timing_args(parser: argparse.ArgumentParser, rounds: int, quick: int = 4, warmup: int = 2, note: str = ""):
+    """Parse the command line with the options every benchmark has, --quick and --threads, after the script's own;
+    sets ``args.rounds``, ``args.warmup`` (1 with --quick) and ``args.thread_counts``."""
+    parser.add_argument("--quick", action="store_true", help=f"{quick} timed rounds instead of {rounds}{note}")
+    parser.add_argument(
+        "--threads", default="2,1", help="comma-separated torch thread counts, timed one after the other (2,1)"
+    )
+    args = parser.parse_args()
+    args.rounds, args.warmup = (quick, 1) if args.quick else (rounds, warmup)
+    args.thread_counts = [int(t) for t in args.threads.split(",")]
+    return args
+
+
+def speed_up_cells(name: str, primary: str, seconds: float, cpu_seconds: float, ours: float, ours_cpu: float):
+    """The table cells "their time / ours" by wall clock and by CPU time; a dash on the primary variant's row."""
+    if name == primary:
+        return "—", "—"
+    return f"{seconds / ours:.2f}x", f"{cpu_seconds / ours_cpu:.2f}x"
+
+
+def import_transformers():
+    """transformers, with its warnings and log messages silenced (they would break up the printed tables)."""
+    warnings.filterwarnings("ignore", module="transformers")
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    return transformers

@@ -42,7 +42,7 @@ import warnings
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
-from common import run_header, time_round_robin  # noqa: E402
+from common import run_header, time_round_robin, timing_args  # noqa: E402
 
 from minilm.objectives.bilm import bilm_loss  # noqa: E402
 from minilm.tokenizers import train_tokenizer  # noqa: E402
@@ -144,17 +144,11 @@ def throughput_table(threads: int, args, blocks: torch.Tensor, model, loss_fn) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="4 timed rounds instead of 10")
-    parser.add_argument(
-        "--threads", default="2,1", help="comma-separated torch thread counts, timed one after the other (2,1)"
-    )
     parser.add_argument("--batch-size", type=int, default=16, help="blocks per step (16, the default job's)")
     parser.add_argument("--seq-len", type=int, default=128, help="predictions per block (128, the default job's)")
-    args = parser.parse_args()
-    args.rounds, args.warmup = (4, 1) if args.quick else (10, 2)
+    args = timing_args(parser, rounds=10)
     # torch.nn.LSTM with proj_size > 0 warns on CPU that oneDNN has no LSTMP and falls back to its own kernel
     warnings.filterwarnings("ignore", message="LSTM with projections is not supported with oneDNN")
-    thread_counts = [int(t) for t in args.threads.split(",")]
 
     job = PretrainConfig(model="elmo", objective="bilm", size="tiny", corpus="tinyshakespeare", seq_len=args.seq_len)
     load = os.getloadavg()[0]
@@ -173,7 +167,7 @@ def main() -> None:
         f"({n_softmax:,} in the softmax); torch.nn.LSTM with projections runs torch's own CPU kernel (oneDNN has no "
         "LSTMP). No reference implementation to compare with (see the docstring).\n"
     )
-    for i, threads in enumerate(thread_counts):
+    for i, threads in enumerate(args.thread_counts):
         if i:
             print()
         print(throughput_table(threads, args, blocks, model, loss_fn))

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import warnings
 from functools import partial
 
 # Idle OpenMP threads that spin steal the CPU from the other thread on a small, shared machine. Must be set before
@@ -42,7 +41,7 @@ from functools import partial
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
-from common import run_header, time_round_robin  # noqa: E402
+from common import import_transformers, run_header, speed_up_cells, time_round_robin, timing_args  # noqa: E402
 
 from minilm.models.gpt import GPT  # noqa: E402
 from minilm.utils import count_parameters  # noqa: E402
@@ -186,8 +185,7 @@ def cache_table(threads: int, reference, model, args) -> str:
         median = timed(variants, args.rounds, args.warmup)
         ours, ours_cpu = median[MINILM]
         for name, (seconds, cpu_seconds) in median.items():
-            speed_up = "—" if name == MINILM else ratio(seconds / ours)
-            cpu_speed_up = "—" if name == MINILM else ratio(cpu_seconds / ours_cpu)
+            speed_up, cpu_speed_up = speed_up_cells(name, MINILM, seconds, cpu_seconds, ours, ours_cpu)
             label = f"{batch}" if batch == 1 else f"{batch} (prompts {'/'.join(map(str, BATCH_PROMPT_LENS))})"
             rows.append(
                 f"| {label} | {name} | {1000 * seconds:.0f} | {batch * NEW_TOKENS / seconds:,.0f} | {speed_up} | "
@@ -236,20 +234,9 @@ def no_cache_table(threads: int, reference, model, args) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--quick", action="store_true", help="3 timed rounds instead of 5 (1 instead of 3 at 256 tokens)"
-    )
-    parser.add_argument(
-        "--threads", default="2,1", help="comma-separated torch thread counts, timed one after the other (2,1)"
-    )
-    args = parser.parse_args()
-    args.rounds, args.long_rounds, args.warmup = (3, 1, 1) if args.quick else (5, 3, 1)
-    thread_counts = [int(t) for t in args.threads.split(",")]
-
-    warnings.filterwarnings("ignore", module="transformers")
-    import transformers
-
-    transformers.logging.set_verbosity_error()
+    args = timing_args(parser, rounds=5, quick=3, warmup=1, note=" (1 instead of 3 at 256 tokens)")
+    args.long_rounds = 1 if args.quick else 3
+    transformers = import_transformers()
     transformers.utils.logging.disable_progress_bar()
     with tempfile.TemporaryDirectory() as directory:
         reference, model = build_models(directory)
@@ -264,13 +251,13 @@ def main() -> None:
         "Greedy, no end-of-text token; each table's variants generated identical tokens."
     )
     print(f"\nKV-cache generation, minilm vs transformers ({NEW_TOKENS} new tokens):\n")
-    for i, threads in enumerate(thread_counts):
+    for i, threads in enumerate(args.thread_counts):
         torch.set_num_threads(threads)
         if i:
             print()
         print(cache_table(threads, reference, model, args))
     print(f"\nKV cache vs no cache ({LONG_NEW_TOKENS} new tokens; KV-cache speed-up: no-cache time / cached time):\n")
-    for i, threads in enumerate(thread_counts):
+    for i, threads in enumerate(args.thread_counts):
         torch.set_num_threads(threads)
         if i:
             print()

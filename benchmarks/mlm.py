@@ -33,14 +33,21 @@ from __future__ import annotations
 
 import argparse
 import os
-import warnings
 
 # Idle OpenMP threads that spin steal the CPU from the other thread on a small, shared machine. Must be set before
 # torch starts its thread pool (see benchmarks/attention.py).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
-from common import PEAK_N, matmul_step, run_header, time_round_robin  # noqa: E402
+from common import (  # noqa: E402
+    PEAK_N,
+    import_transformers,
+    matmul_step,
+    run_header,
+    speed_up_cells,
+    time_round_robin,
+    timing_args,
+)
 
 from minilm.data.tasks import TASKS  # noqa: E402
 from minilm.finetune.model import FinetuneModel, finetune_loss  # noqa: E402
@@ -260,12 +267,6 @@ def mlm_flops(model: Bert, seq_len: int, tokens: int, masked: float) -> tuple[fl
 # ------------------------------------------------------------------------------------------ tables
 
 
-def speed_ups(name, seconds, cpu_seconds, ours, ours_cpu, primary):
-    if name == primary:
-        return "—", "—"
-    return f"{seconds / ours:.2f}x", f"{cpu_seconds / ours_cpu:.2f}x"
-
-
 def mlm_table(threads: int, args, config: BertConfig, data: list[dict], flops: float) -> str:
     torch.set_num_threads(threads)
     tokens = args.batch_size * args.seq_len
@@ -296,7 +297,7 @@ def mlm_table(threads: int, args, config: BertConfig, data: list[dict], flops: f
     ]
     for name, (seconds, cpu_seconds) in median.items():
         achieved = flops / seconds
-        speed_up, cpu_speed_up = speed_ups(name, seconds, cpu_seconds, ours, ours_cpu, MINILM)
+        speed_up, cpu_speed_up = speed_up_cells(name, MINILM, seconds, cpu_seconds, ours, ours_cpu)
         rows.append(
             f"| {name} | {1000 * seconds:.0f} | {tokens / seconds:,.0f} | {speed_up} | {1000 * cpu_seconds:.0f} | "
             f"{cpu_speed_up} | {achieved / 1e9:.0f} | {achieved / peak:.0%} |"
@@ -327,7 +328,7 @@ def finetune_table(threads: int, args, config: BertConfig, features: list[Featur
         "|---|---:|---:|---:|---:|---:|",
     ]
     for name, (seconds, cpu_seconds) in median.items():
-        speed_up, cpu_speed_up = speed_ups(name, seconds, cpu_seconds, ours, ours_cpu, MINILM_FT)
+        speed_up, cpu_speed_up = speed_up_cells(name, MINILM_FT, seconds, cpu_seconds, ours, ours_cpu)
         rows.append(
             f"| {name} | {1000 * seconds:.0f} | {32 / seconds:,.0f} | {speed_up} | {1000 * cpu_seconds:.0f} | "
             f"{cpu_speed_up} |"
@@ -340,20 +341,10 @@ def finetune_table(threads: int, args, config: BertConfig, features: list[Featur
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="4 timed rounds instead of 12")
-    parser.add_argument(
-        "--threads", default="2,1", help="comma-separated torch thread counts, timed one after the other (2,1)"
-    )
     parser.add_argument("--batch-size", type=int, default=16, help="MLM rows per step (16)")
     parser.add_argument("--seq-len", type=int, default=128, help="MLM tokens per row (128)")
-    args = parser.parse_args()
-    args.rounds, args.warmup = (4, 1) if args.quick else (12, 2)
-    thread_counts = [int(t) for t in args.threads.split(",")]
-
-    warnings.filterwarnings("ignore", module="transformers")
-    import transformers
-
-    transformers.logging.set_verbosity_error()
+    args = timing_args(parser, rounds=12)
+    transformers = import_transformers()
     config = minilm_config(args.seq_len)
     reference = transformers_mlm(config)
     default_attention = transformers_mlm(config, attention=None).config._attn_implementation
@@ -430,12 +421,12 @@ def main() -> None:
     for label, value in flop_rows:
         print(f"| {label} | {value} |")
     print(f"\nMLM training step, {tokens:,} tokens/step (speed-up: their time / ours):\n")
-    for i, threads in enumerate(thread_counts):
+    for i, threads in enumerate(args.thread_counts):
         if i:
             print()
         print(mlm_table(threads, args, config, data, flops))
     print("\nFine-tuning step, SST-2-shaped, 32 examples/step:\n")
-    for i, threads in enumerate(thread_counts):
+    for i, threads in enumerate(args.thread_counts):
         if i:
             print()
         print(finetune_table(threads, args, ft_config, features, kind))

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import warnings
 
 # Idle OpenMP threads that spin steal the CPU from the other thread on a small, shared machine. Must be set before
 # torch starts its thread pool (see benchmarks/attention.py).
@@ -34,7 +33,15 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from common import PEAK_N, matmul_step, run_header, time_round_robin  # noqa: E402
+from common import (  # noqa: E402
+    PEAK_N,
+    import_transformers,
+    matmul_step,
+    run_header,
+    speed_up_cells,
+    time_round_robin,
+    timing_args,
+)
 
 from minilm.models.gpt import GPT, GPTConfig  # noqa: E402
 from minilm.train.builtins import GPT_SIZES, clm_loss  # noqa: E402
@@ -179,8 +186,7 @@ def throughput_table(threads: int, args, config: GPTConfig, flops: float) -> str
     for name, (seconds, cpu_seconds) in median.items():
         tokens_per_s = tokens / seconds
         achieved = flops * tokens_per_s
-        speed_up, cpu_speed_up = ("—", "—") if name == MINILM else (seconds / ours, cpu_seconds / ours_cpu)
-        speed_up, cpu_speed_up = (x if isinstance(x, str) else f"{x:.2f}x" for x in (speed_up, cpu_speed_up))
+        speed_up, cpu_speed_up = speed_up_cells(name, MINILM, seconds, cpu_seconds, ours, ours_cpu)
         rows.append(
             f"| {name} | {1000 * seconds:.0f} | {tokens_per_s:,.0f} | {speed_up} | {1000 * cpu_seconds:.0f} | "
             f"{cpu_speed_up} | {achieved / 1e9:.0f} | {achieved / peak:.0%} |"
@@ -190,20 +196,10 @@ def throughput_table(threads: int, args, config: GPTConfig, flops: float) -> str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="4 timed rounds instead of 12")
-    parser.add_argument(
-        "--threads", default="2,1", help="comma-separated torch thread counts, timed one after the other (2,1)"
-    )
     parser.add_argument("--batch-size", type=int, default=16, help="blocks per step (16, the default job's)")
     parser.add_argument("--seq-len", type=int, default=128, help="tokens per block (128, the default job's)")
-    args = parser.parse_args()
-    args.rounds, args.warmup = (4, 1) if args.quick else (12, 2)
-    thread_counts = [int(t) for t in args.threads.split(",")]
-
-    warnings.filterwarnings("ignore", module="transformers")
-    import transformers
-
-    transformers.logging.set_verbosity_error()
+    args = timing_args(parser, rounds=12)
+    transformers = import_transformers()
     config = minilm_config(args.seq_len)
     minilm_model = GPT(config)
     reference = transformers_model(config, "gelu_new")
@@ -249,7 +245,7 @@ def main() -> None:
     print(
         f"\nTraining step throughput, {args.batch_size * args.seq_len:,} tokens/step (speed-up: their time / ours):\n"
     )
-    for i, threads in enumerate(thread_counts):
+    for i, threads in enumerate(args.thread_counts):
         if i:
             print()
         print(throughput_table(threads, args, config, flops))
