@@ -105,7 +105,8 @@ def run(job: FinetuneConfig, train: TrainConfig, model_overrides: dict, resume: 
     eval_examples = load_examples(kind, job.eval_split, job.max_eval_examples, EVAL_SEED) if on_test else val_examples
     texts = [t for e in train_examples for t in kind.texts(e)]
     body = build_body(job, model_overrides, texts, Path(train.run_dir) if train.run_dir else None)
-    for split, examples in (("train", train_examples), ("validation", val_examples), (job.eval_split, eval_examples)):
+    splits = {"train": train_examples, "validation": val_examples, job.eval_split: eval_examples}  # test, if scored
+    for split, examples in splits.items():
         kind.check_texts(examples, body.tokenizer, split)
     gpt_inputs = body.input_format == "gpt"
     pooling = auto_pooling(body.tokenizer, body.input_format) if job.pooling == "auto" else job.pooling
