@@ -22,6 +22,7 @@ import torch
 
 from minilm.data.errors import DataError
 from minilm.data.tasks import TASKS, load_task
+from minilm.files import atomic_write_text
 from minilm.finetune import model as bodies
 from minilm.finetune.config import DEFAULT_TRAIN, SHORTHANDS, FinetuneConfig, resolve
 from minilm.finetune.model import (
@@ -36,7 +37,7 @@ from minilm.finetune.table import RESULTS_FILE, find_results, glue_table
 from minilm.finetune.tasks import Encoder, Feature, TaskKind, task_kind
 from minilm.train import checkpoint as ckpt
 from minilm.train.cli import exit_code, models_help, parse_command_line, settings_help
-from minilm.train.trainer import TrainConfig, Trainer, atomic_write_text, to_device
+from minilm.train.trainer import TrainConfig, Trainer, to_device
 
 EVAL_SEED = 0  # the evaluation sample is the same for every run, whatever its training seed
 

@@ -18,6 +18,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from minilm.train.device import resolve_device
+
 
 @dataclass
 class DistributedContext:
@@ -36,8 +38,6 @@ class DistributedContext:
     @classmethod
     def from_environment(cls, device: str = "auto") -> DistributedContext:
         """Join the process group torchrun set up (if any) and pick this process's device."""
-        from minilm.train.trainer import resolve_device
-
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         if world_size == 1:
             return cls(device=resolve_device(device))

@@ -28,8 +28,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from minilm.files import atomic_write_text
 from minilm.train import checkpoint as ckpt
 from minilm.train.config import ConfigError, choice, to_dict
+from minilm.train.device import resolve_precision
 from minilm.train.distributed import DistributedContext
 
 
@@ -88,29 +90,6 @@ LossFn = Callable[[nn.Module, object], LossOutput]
 
 
 # ------------------------------------------------------------------------------------------ pieces
-
-
-def resolve_device(name: str) -> torch.device:
-    if name != "auto":
-        return torch.device(name)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
-def resolve_precision(name: str, device: torch.device) -> torch.dtype:
-    """The autocast dtype: bf16 where the device supports it, fp16 on older GPUs, fp32 on CPU by default."""
-    if name == "auto":
-        if device.type == "cuda":
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32
-    if name == "fp16" and device.type != "cuda":
-        raise ConfigError(f"precision=fp16 needs a CUDA GPU (this run is on {device.type}); use bf16 or fp32")
-    if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ConfigError("this GPU does not support bf16; use precision=fp16 (with a gradient scaler) or fp32")
-    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -444,12 +423,6 @@ class Trainer:
         if self.run_dir is not None and self.dist.is_main:
             with open(self.run_dir / "metrics.jsonl", "a") as f:
                 f.write(json.dumps(entry) + "\n")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def read_metrics(path: str | Path, up_to_step: int | None = None) -> list[dict]:
