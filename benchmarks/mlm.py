@@ -54,7 +54,8 @@ from minilm.finetune.model import FinetuneModel, finetune_loss  # noqa: E402
 from minilm.finetune.tasks import Feature, task_kind  # noqa: E402
 from minilm.heads import SequenceClassificationHead  # noqa: E402
 from minilm.models.bert import BERT_SIZES, Bert, BertConfig  # noqa: E402
-from minilm.models.hf_bert import convert_hf_state_dict  # noqa: E402
+from minilm.models.hf import load_hf_state_dict  # noqa: E402
+from minilm.models.hf.bert import config_to_hf  # noqa: E402
 from minilm.objectives.mlm import MaskingConfig, mlm_loss  # noqa: E402
 from minilm.train.builtins import bert_mlm_loss  # noqa: E402
 from minilm.train.trainer import (  # noqa: E402
@@ -89,24 +90,11 @@ def minilm_config(seq_len: int, mlm: bool = True) -> BertConfig:
 
 
 def hf_config(config: BertConfig, attention: str | None = "sdpa", **extra):
+    """The identical transformers BertConfig ("gelu": the exact (erf) GELU in both)."""
     from transformers import BertConfig as HFBertConfig
 
-    return HFBertConfig(
-        vocab_size=config.vocab_size,
-        hidden_size=config.d_model,
-        num_hidden_layers=config.n_layers,
-        num_attention_heads=config.n_heads,
-        intermediate_size=config.d_ff,
-        hidden_act=config.activation,  # "gelu": the exact (erf) GELU in both
-        max_position_embeddings=config.max_len,
-        type_vocab_size=config.n_segments,
-        layer_norm_eps=config.norm_eps,
-        hidden_dropout_prob=config.dropout,
-        attention_probs_dropout_prob=config.attention_dropout,
-        pad_token_id=config.pad_id,
-        attn_implementation=attention,  # "sdpa" is also transformers' default here (None: its default, printed)
-        **extra,
-    )
+    # "sdpa" is also transformers' default here (None: its default, printed)
+    return HFBertConfig(**config_to_hf(config), attn_implementation=attention, **extra)
 
 
 def transformers_mlm(config: BertConfig, attention: str | None = "sdpa"):
@@ -118,10 +106,7 @@ def transformers_mlm(config: BertConfig, attention: str | None = "sdpa"):
 def minilm_mlm(config: BertConfig, reference) -> Bert:
     """minilm's Bert with the weights of ``reference`` (a BertForMaskedLM): the two start from the same point."""
     model = Bert(config)
-    weights, ignored = convert_hf_state_dict(reference.state_dict(), "bert")
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    if ignored or unexpected or set(missing) != {"mlm_head.decoder.weight"}:  # the tied decoder is the embedding
-        raise SystemExit(f"weights do not map one to one: {ignored=} {missing=} {unexpected=}")
+    load_hf_state_dict(model, reference.state_dict())  # every name and shape checked, one to one
     return model
 
 
@@ -138,9 +123,7 @@ def minilm_classifier(config: BertConfig, reference, kind) -> FinetuneModel:
         config.d_model, len(kind.info.labels), pooling="first", dropout=0.0, hidden_layer=True
     )
     state = reference.state_dict()
-    weights, ignored = convert_hf_state_dict(state, "bert")
-    weights = {k: v for k, v in weights.items() if not k.startswith("pooler.")}
-    body.load_state_dict(weights, strict=True)
+    load_hf_state_dict(body, {k: v for k, v in state.items() if not k.startswith(("bert.pooler.", "classifier."))})
     head.dense.load_state_dict({"weight": state["bert.pooler.dense.weight"], "bias": state["bert.pooler.dense.bias"]})
     head.classifier.load_state_dict({"weight": state["classifier.weight"], "bias": state["classifier.bias"]})
     return FinetuneModel(body, head, kind)

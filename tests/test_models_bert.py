@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from minilm.files import CheckpointError
 from minilm.models.bert import (
     BERT_PRESETS,
     BERT_SIZES,
@@ -19,7 +20,8 @@ from minilm.models.bert import (
     bert_config,
     roberta_position_ids,
 )
-from minilm.models.hf_bert import CheckpointError, check_vocabulary, convert_hf_state_dict
+from minilm.models.hf import load_hf_state_dict
+from minilm.models.pretrained import check_vocabulary
 from minilm.utils import count_parameters
 
 ATOL = 1e-5
@@ -350,7 +352,8 @@ def test_task_heads_are_ignored_with_a_warning_and_tied_copies_must_agree(checkp
         "cls.predictions.decoder.weight": torch.zeros(3, 2),
     }
     with pytest.raises(CheckpointError, match="ties its MLM decoder"):
-        convert_hf_state_dict(untied, "bert")
+        load_hf_state_dict(Bert(SMALL), untied)
     biases = {"lm_head.bias": torch.ones(3), "lm_head.decoder.bias": torch.zeros(3)}
+    roberta = Bert(dataclasses.replace(SMALL, pad_id=1, position_offset=2, n_segments=1, nsp=False))
     with pytest.raises(CheckpointError, match="should be one tied tensor"):
-        convert_hf_state_dict(biases, "roberta")
+        load_hf_state_dict(roberta, biases)

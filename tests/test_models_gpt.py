@@ -34,49 +34,21 @@ def test_gpt1_parameter_count_equals_transformers():
     assert round(ours / 1e6) == 117  # the paper's "117M"
 
 
-def _gpt1_state_from_openai(theirs: dict, n_layers: int) -> dict:
-    """transformers' OpenAIGPTLMHeadModel weights -> GPT's names (Conv1D weights are stored transposed)."""
-    state = {
-        "embedding.token.weight": theirs["transformer.tokens_embed.weight"],
-        "embedding.position.weight": theirs["transformer.positions_embed.weight"],
-    }
-    for i in range(n_layers):
-        ours, h = f"decoder.layers.{i}.", f"transformer.h.{i}."
-        weights = theirs[f"{h}attn.c_attn.weight"].t().chunk(3)  # Conv1D (C, 3C) -> q, k, v of (C, C)
-        biases = theirs[f"{h}attn.c_attn.bias"].chunk(3)
-        for name, w, b in zip(("q_proj", "k_proj", "v_proj"), weights, biases, strict=True):
-            state[f"{ours}self_attn.{name}.weight"], state[f"{ours}self_attn.{name}.bias"] = w, b
-        for our_module, their_module, conv1d in [
-            ("self_attn.out_proj", "attn.c_proj", True),
-            ("self_attn_norm", "ln_1", False),  # post-LN: ln_1 normalises x + attention(x)
-            ("ffn.fc1", "mlp.c_fc", True),
-            ("ffn.fc2", "mlp.c_proj", True),
-            ("ffn_norm", "ln_2", False),
-        ]:
-            weight = theirs[f"{h}{their_module}.weight"]
-            state[f"{ours}{our_module}.weight"] = weight.t() if conv1d else weight
-            state[f"{ours}{our_module}.bias"] = theirs[f"{h}{their_module}.bias"]
-    return state
-
-
-def test_gpt1_logits_equal_transformers_openai_gpt():
+def test_gpt1_logits_equal_transformers_openai_gpt(tmp_path):
     """The gpt1 layout (post-LN, no final norm, tied head) is GPT-1's: same weights, same logits."""
     transformers = pytest.importorskip("transformers")
-    small = dict(vocab_size=64, max_len=32, n_layers=2, n_heads=2, d_model=32, dropout=0.0)
     reference = transformers.OpenAIGPTLMHeadModel(
         transformers.OpenAIGPTConfig(
             vocab_size=64, n_positions=32, n_layer=2, n_head=2, n_embd=32, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0
         )
     ).eval()
-    model = GPT(gpt_config("gpt1", **small)).eval()
-    loaded = model.load_state_dict(_gpt1_state_from_openai(reference.state_dict(), 2), strict=False)
-    assert loaded.missing_keys == ["lm_head.weight"] and not loaded.unexpected_keys  # the head is tied
-    assert model.decoder.final_norm is None
+    reference.save_pretrained(tmp_path)
+    model = GPT.from_pretrained(tmp_path)
+    assert model.config == gpt_config("gpt1", vocab_size=64, max_len=32, n_layers=2, n_heads=2, d_model=32, dropout=0.0)
+    assert model.decoder.final_norm is None and model.lm_head.weight is model.embedding.token.weight
     ids = torch.randint(0, 64, (2, 12))
     with torch.no_grad():
         torch.testing.assert_close(model(ids), reference(ids).logits, atol=1e-5, rtol=1e-5)
-    with pytest.raises(ValueError, match="post-LN"):
-        model.save_pretrained("unused")
 
 
 def test_features_are_the_hidden_states_under_the_tied_head():

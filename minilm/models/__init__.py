@@ -1,7 +1,9 @@
-"""Model families, one file each, composed from :mod:`minilm.nn`."""
+"""Model families, one file each, composed from :mod:`minilm.nn`; :func:`from_pretrained` loads a Hugging Face
+checkpoint of any family minilm converts (:mod:`minilm.models.hf`)."""
 
 from .bert import BERT_PRESETS, Bert, BertConfig, RobertaConfig
 from .gpt import GPT, GPT_PRESETS, GPTConfig, gpt_config
+from .hf import from_pretrained
 from .transformer import TRANSFORMER_BASE, TRANSFORMER_BIG, Transformer, TransformerConfig
 
 __all__ = [
@@ -16,5 +18,6 @@ __all__ = [
     "RobertaConfig",
     "Transformer",
     "TransformerConfig",
+    "from_pretrained",
     "gpt_config",
 ]

@@ -12,17 +12,18 @@ padding tokens on row ``padding_idx``, as Hugging Face's ``create_position_ids_f
 
 Weights are initialised as in the paper's code: truncated N(0, 0.02) (cut at two standard deviations) for every
 matrix and embedding, zero biases, LayerNorm gain 1. Hugging Face checkpoints load with :meth:`Bert.from_pretrained`
-(see :mod:`minilm.models.hf_bert`).
+(the heads the file has are built) and save with :meth:`Bert.save_pretrained` (converters:
+:mod:`minilm.models.hf.bert`, :mod:`minilm.models.hf.roberta`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
+from minilm.models.pretrained import PretrainedMixin
 from minilm.nn import (
     ACTIVATIONS,
     BlockConfig,
@@ -164,7 +165,7 @@ class MaskedLMHead(nn.Module):
         return self.decoder(self.norm(self.activation(self.transform(hidden))))
 
 
-class Bert(nn.Module):
+class Bert(PretrainedMixin, nn.Module):
     """BERT / RoBERTa encoder with its pretraining heads.
 
     Submodules: ``embedding`` (token, position, segment, norm), ``encoder`` (``layers``; post-LN, no final norm),
@@ -312,24 +313,3 @@ class Bert(nn.Module):
         out = self.features(input_ids, attention_mask, token_type_ids, output_hidden_states=output_hidden_states)
         logits = self.mlm_logits(out.last_hidden_state, masked_positions)
         return (logits, out) if output_hidden_states else logits
-
-    # --- checkpoints ------------------------------------------------------------------------------------------
-
-    @classmethod
-    def from_pretrained(
-        cls, path: str | Path, tokenizer=None, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
-    ) -> Bert:
-        """A Hugging Face-layout BERT or RoBERTa folder (config.json + model.safetensors) -> Bert in eval mode.
-
-        The heads present in the checkpoint are built (pooler, MLM, NSP), the others are not. With ``tokenizer``,
-        its vocabulary is checked against the checkpoint's (:func:`minilm.models.hf_bert.check_vocabulary`).
-        """
-        from minilm.models.hf_bert import load_hf_bert
-
-        return load_hf_bert(path, tokenizer=tokenizer, device=device, dtype=dtype)
-
-    def check_vocabulary(self, tokenizer, folder: str | Path | None = None) -> None:
-        """Raise a ValueError unless ``tokenizer`` fits this model (size, padding id, and the folder's vocabulary)."""
-        from minilm.models.hf_bert import check_vocabulary
-
-        check_vocabulary(self.config, tokenizer, folder)

@@ -8,8 +8,9 @@ the residual projections scaled by 1/sqrt(2 N) ("to account for the accumulation
 GPT-1 (``gpt_config("gpt1")``) is the same model with post-LN blocks and no final LayerNorm (``norm_first=False``),
 512 positions and a 40,478-token BPE vocabulary: 116.5M parameters, the paper's "117M".
 
-:meth:`GPT.from_pretrained` loads GPT-2 checkpoints in the Hugging Face layout (config.json + model.safetensors)
-and :meth:`GPT.save_pretrained` writes them, so transformers' ``GPT2LMHeadModel`` loads minilm models too.
+:meth:`GPT.from_pretrained` loads GPT-2 and GPT-1 checkpoints in the Hugging Face layout (config.json +
+model.safetensors) and :meth:`GPT.save_pretrained` writes them, so transformers' ``GPT2LMHeadModel`` /
+``OpenAIGPTLMHeadModel`` load minilm models too (converters: :mod:`minilm.models.hf.gpt2`, ``.openai_gpt``).
 :meth:`GPT.generate` decodes with a KV cache (greedy, temperature, top-k, top-p, stop tokens, left-padded batches)
 through :func:`minilm.generation.generate`.
 """
@@ -20,13 +21,12 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
 from minilm import generation
-from minilm.models import hf_loading as hf
+from minilm.models.pretrained import PretrainedMixin
 from minilm.nn import BlockConfig, TransformerDecoder, TransformerEmbedding, TransformerOutput, padding_mask
 
 
@@ -79,78 +79,7 @@ def gpt_config(size: str, **overrides) -> GPTConfig:
     return GPTConfig(**{**GPT_PRESETS[size], **overrides})
 
 
-# ----------------------------------------------------------------------- Hugging Face GPT-2 checkpoints
-# GPT2Config field -> GPTConfig field. GPT-2 has three dropout rates (embeddings, residual branches, attention
-# weights); GPTConfig has one, taken from resid_pdrop (dropout plays no part in evaluation).
-_HF_CONFIG_MAP = {
-    "vocab_size": "vocab_size",
-    "n_positions": "max_len",
-    "n_layer": "n_layers",
-    "n_head": "n_heads",
-    "n_embd": "d_model",
-    "n_inner": "d_ff",
-    "resid_pdrop": "dropout",
-    "layer_norm_epsilon": "norm_eps",
-}
-# Fields whose value must be the one minilm computes; anything else changes the model.
-_HF_CONFIG_REQUIRED = {
-    "model_type": "gpt2",
-    "activation_function": "gelu_new",
-    "scale_attn_weights": True,
-    "scale_attn_by_inverse_layer_idx": False,
-    "add_cross_attention": False,
-    "tie_word_embeddings": True,
-}
-# Fields that do not change GPT2LMHeadModel's logits: the other dropouts, float32 attention (numerics only), the
-# context length of old configs (n_ctx = n_positions) and GPT2DoubleHeadsModel's classification head.
-_HF_CONFIG_IGNORED = {
-    "embd_pdrop",
-    "attn_pdrop",
-    "reorder_and_upcast_attn",
-    "n_ctx",
-    "summary_type",
-    "summary_use_proj",
-    "summary_activation",
-    "summary_proj_to_labels",
-    "summary_first_dropout",
-}
-_HF_BUFFERS = r"h\.\d+\.attn\.(bias|masked_bias)"  # causal-mask buffers of older GPT-2 files: not weights
-
-
-def _hf_names(n_layers: int) -> list[tuple[str, str, bool]]:
-    """(minilm name, GPT-2 name without the ``transformer.`` prefix, stored transposed as a Conv1D) for every
-    tensor but the fused q, k, v projection (``attn.c_attn``) and the tied LM head."""
-    names = [
-        ("embedding.token.weight", "wte.weight", False),
-        ("embedding.position.weight", "wpe.weight", False),
-        ("decoder.final_norm.weight", "ln_f.weight", False),
-        ("decoder.final_norm.bias", "ln_f.bias", False),
-    ]
-    for i in range(n_layers):
-        ours, theirs = f"decoder.layers.{i}.", f"h.{i}."
-        for our_module, their_module, conv1d in [
-            ("self_attn_norm", "ln_1", False),
-            ("self_attn.out_proj", "attn.c_proj", True),
-            ("ffn_norm", "ln_2", False),
-            ("ffn.fc1", "mlp.c_fc", True),
-            ("ffn.fc2", "mlp.c_proj", True),
-        ]:
-            names.append((f"{ours}{our_module}.weight", f"{theirs}{their_module}.weight", conv1d))
-            names.append((f"{ours}{our_module}.bias", f"{theirs}{their_module}.bias", False))
-    return names
-
-
-def _config_from_hf(hf_config: dict, source: str, strict: bool) -> GPTConfig:
-    for key, value in _HF_CONFIG_REQUIRED.items():
-        if key in hf_config and hf_config[key] != value:
-            raise hf.CheckpointError(f"{source}: {key}={hf_config[key]!r} is not supported (minilm's GPT: {value!r})")
-    if strict:
-        hf.check_config_fields(hf_config, set(_HF_CONFIG_MAP) | set(_HF_CONFIG_REQUIRED) | _HF_CONFIG_IGNORED, source)
-    fields = {ours: hf_config[theirs] for theirs, ours in _HF_CONFIG_MAP.items() if theirs in hf_config}
-    return GPTConfig(**fields)  # fields absent from config.json take GPT2Config's defaults, which GPTConfig shares
-
-
-class GPT(nn.Module):
+class GPT(PretrainedMixin, nn.Module):
     """Decoder-only causal LM. Submodules: ``embedding``, ``decoder`` (layers, final_norm), ``lm_head`` (tied)."""
 
     def __init__(self, config: GPTConfig) -> None:
@@ -223,78 +152,6 @@ class GPT(nn.Module):
         self.embedding.token = new
         self.lm_head.weight = new.weight
         self.config = dataclasses.replace(self.config, vocab_size=vocab_size)
-
-    @classmethod
-    def from_pretrained(cls, path: str | Path, strict: bool = True) -> GPT:
-        """A GPT-2 checkpoint in the Hugging Face layout (a folder with config.json and model.safetensors) -> GPT.
-
-        The weights are renamed (``h.N.ln_1`` -> ``decoder.layers.N.self_attn_norm``, ...), ``attn.c_attn`` is
-        split into the q, k, v projections, and the Conv1D weights, stored (in, out), are transposed. Names may
-        carry the ``transformer.`` prefix or not; causal-mask buffers (``h.N.attn.bias``) are dropped; an
-        ``lm_head.weight`` must equal the token embedding (tied). ``strict=False`` ignores unknown config fields
-        and unexpected tensors instead of raising. Returns the model in eval mode.
-        """
-        source = str(path)
-        hf_config = hf.read_config(path, model_type="gpt2")
-        config = _config_from_hf(hf_config, source, strict)
-        tensors = hf.read_safetensors(path)
-        tensors = hf.drop_keys(hf.strip_prefix(tensors, "transformer."), _HF_BUFFERS)
-        ckpt = hf.CheckpointTensors(tensors)
-        state, origin = {}, {}
-        for ours, theirs, conv1d in _hf_names(config.n_layers):
-            t = ckpt.take(theirs)
-            if t is not None:
-                state[ours], origin[ours] = (hf.transpose(t) if conv1d else t), theirs
-        for i in range(config.n_layers):
-            for kind in ("weight", "bias"):
-                theirs = f"h.{i}.attn.c_attn.{kind}"
-                t = ckpt.take(theirs)  # weight (C, 3C) as Conv1D, bias (3C,): q, k, v side by side
-                if t is None:
-                    continue
-                t = hf.transpose(t) if kind == "weight" else t  # (3C, C)
-                if t.size(0) % 3 != 0:
-                    raise hf.CheckpointError(f"{source}: {theirs} of shape {tuple(t.shape)} is not 3 projections")
-                for name, part in zip(("q_proj", "k_proj", "v_proj"), t.chunk(3, dim=0), strict=True):
-                    ours = f"decoder.layers.{i}.self_attn.{name}.{kind}"
-                    state[ours], origin[ours] = part, f"{theirs}, {name[0]} part"
-        if "lm_head.weight" in ckpt:
-            head, wte = ckpt.take("lm_head.weight"), tensors.get("wte.weight")
-            if wte is not None and not torch.equal(head, wte):
-                raise hf.CheckpointError(
-                    f"{source}: lm_head.weight differs from wte.weight; minilm's GPT ties them (an untied head is "
-                    "not supported)"
-                )
-        model = cls(config)
-        hf.load_converted(model, state, origin, ckpt.missing, ckpt.unused(), strict=strict, source=source)
-        return model.eval()
-
-    def save_pretrained(self, path: str | Path, eos_token_id: int | None = None) -> Path:
-        """Write config.json and model.safetensors in the layout of transformers' GPT2LMHeadModel; return the folder.
-
-        ``eos_token_id`` (GPT-2's tokenizer: 50256, also its bos) goes into the config, which otherwise has none.
-        """
-        c = self.config
-        if not c.bias:
-            raise ValueError("GPT-2 checkpoints have biases everywhere; a GPTConfig(bias=False) model has none")
-        if not c.norm_first:
-            raise ValueError("GPT-2 checkpoints are pre-LN; a post-LN (norm_first=False, GPT-1) model cannot be one")
-        hf_config = {theirs: getattr(c, ours) for theirs, ours in _HF_CONFIG_MAP.items()}
-        hf_config.update(_HF_CONFIG_REQUIRED, embd_pdrop=c.dropout, attn_pdrop=c.dropout)
-        hf_config.update(architectures=["GPT2LMHeadModel"], bos_token_id=eos_token_id, eos_token_id=eos_token_id)
-        state = self.state_dict()
-        tensors = {}
-        for ours, theirs, conv1d in _hf_names(c.n_layers):
-            tensors[theirs] = hf.transpose(state[ours]) if conv1d else state[ours]
-        for i in range(c.n_layers):
-            attn = f"decoder.layers.{i}.self_attn."
-            qkv_weight = torch.cat([state[f"{attn}{n}.weight"] for n in ("q_proj", "k_proj", "v_proj")], dim=0)
-            tensors[f"h.{i}.attn.c_attn.weight"] = hf.transpose(qkv_weight)  # (3C, C) -> Conv1D (C, 3C)
-            tensors[f"h.{i}.attn.c_attn.bias"] = torch.cat(
-                [state[f"{attn}{n}.bias"] for n in ("q_proj", "k_proj", "v_proj")]
-            )
-        hf.write_config(path, hf_config)
-        hf.write_safetensors(path, {f"transformer.{k}": v for k, v in tensors.items()})  # lm_head: tied, not saved
-        return Path(path)
 
     @torch.no_grad()
     def generate(
