@@ -43,7 +43,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 from common import import_transformers, run_header, speed_up_cells, time_round_robin, timing_args  # noqa: E402
 
-from minilm.models.gpt import GPT  # noqa: E402
+from minilm.models.gpt import GPT, GPTConfig  # noqa: E402
+from minilm.models.hf.gpt2 import config_to_hf  # noqa: E402
 from minilm.utils import count_parameters  # noqa: E402
 
 VOCAB_SIZE, WIDTH, LAYERS, HEADS, POSITIONS = 8192, 256, 4, 4, 512
@@ -65,20 +66,9 @@ def build_models(directory: str):
     """(transformers GPT2LMHeadModel, minilm GPT) with the same seeded random weights, both in eval mode."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    config = GPT2Config(
-        vocab_size=VOCAB_SIZE,
-        n_positions=POSITIONS,
-        n_embd=WIDTH,
-        n_layer=LAYERS,
-        n_head=HEADS,
-        activation_function="gelu_new",  # GPT-2's; the one minilm's loader accepts
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=None,  # no end-of-text token: every run generates exactly max_new_tokens tokens
-        eos_token_id=None,
-        attn_implementation="sdpa",  # transformers' default here too
-    )
+    # config_to_hf names no end-of-text token: every run generates exactly max_new_tokens tokens
+    ours = GPTConfig(VOCAB_SIZE, max_len=POSITIONS, n_layers=LAYERS, n_heads=HEADS, d_model=WIDTH, dropout=0.0)
+    config = GPT2Config(**config_to_hf(ours), attn_implementation="sdpa")  # transformers' default here too
     torch.manual_seed(0)
     reference = GPT2LMHeadModel(config).eval()
     reference.save_pretrained(directory)

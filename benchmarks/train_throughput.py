@@ -44,6 +44,7 @@ from common import (  # noqa: E402
 )
 
 from minilm.models.gpt import GPT, GPTConfig  # noqa: E402
+from minilm.models.hf.gpt2 import config_to_hf  # noqa: E402
 from minilm.train.builtins import GPT_SIZES, clm_loss  # noqa: E402
 from minilm.train.trainer import TrainConfig, Trainer, lr_lambda, parameter_groups  # noqa: E402
 from minilm.utils import count_parameters  # noqa: E402
@@ -64,25 +65,12 @@ def minilm_config(seq_len: int) -> GPTConfig:
 
 
 def transformers_model(config: GPTConfig, activation: str, attention: str | None = "sdpa"):
+    """GPT2LMHeadModel with the identical config (dropouts included), but for the activation function's name."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    hf_config = GPT2Config(
-        vocab_size=config.vocab_size,
-        n_positions=config.max_len,
-        n_embd=config.d_model,
-        n_layer=config.n_layers,
-        n_head=config.n_heads,
-        n_inner=config.d_ff or 4 * config.d_model,
-        activation_function=activation,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        layer_norm_epsilon=config.norm_eps,
-        bos_token_id=0,  # GPT-2's 50256 lies outside this vocabulary (transformers warns about it)
-        eos_token_id=0,
-        attn_implementation=attention,  # "sdpa" is also transformers' default here (None: its default, printed)
-    )
-    return GPT2LMHeadModel(hf_config)
+    hf_config = {**config_to_hf(config), "activation_function": activation}
+    # "sdpa" is also transformers' default here (None: its default, printed)
+    return GPT2LMHeadModel(GPT2Config(**hf_config, attn_implementation=attention))
 
 
 # ------------------------------------------------------------------------------------------ training steps

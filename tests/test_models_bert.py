@@ -20,7 +20,7 @@ from minilm.models.bert import (
     bert_config,
     roberta_position_ids,
 )
-from minilm.models.hf import load_hf_state_dict
+from minilm.models.hf import config_to_hf, load_hf_state_dict
 from minilm.models.pretrained import check_vocabulary
 from minilm.utils import count_parameters
 
@@ -28,9 +28,7 @@ ATOL = 1e-5
 SMALL = BertConfig(
     vocab_size=99, max_len=24, n_layers=2, n_heads=4, d_model=32, d_ff=37, dropout=0.0, attention_dropout=0.0
 )
-HF_SMALL = dict(
-    vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, hidden_act="gelu"
-)
+SMALL_ROBERTA = dataclasses.replace(SMALL, pad_id=1, position_offset=2, n_segments=1, nsp=False)
 
 
 def _body_parameters(model) -> int:
@@ -52,17 +50,7 @@ def test_parameter_counts_equal_transformers(preset, body, with_heads):
     transformers = pytest.importorskip("transformers")
     c = bert_config(preset)
     roberta = c.position_offset > 0
-    hf = dict(
-        vocab_size=c.vocab_size,
-        hidden_size=c.d_model,
-        num_hidden_layers=c.n_layers,
-        num_attention_heads=c.n_heads,
-        intermediate_size=c.d_ff,
-        type_vocab_size=c.n_segments,
-        max_position_embeddings=c.max_len + c.position_offset,
-        pad_token_id=c.pad_id,
-    )
-    hf_config = (transformers.RobertaConfig if roberta else transformers.BertConfig)(**hf)
+    hf_config = transformers.AutoConfig.for_model(**config_to_hf(c))
     with torch.device("meta"):
         ours = Bert(c)
         model = (transformers.RobertaModel if roberta else transformers.BertModel)(hf_config)
@@ -103,7 +91,7 @@ def test_right_padding_does_not_change_real_tokens_and_segments_matter():
 
 
 def test_roberta_positions_skip_padding_on_either_side():
-    model = Bert(dataclasses.replace(SMALL, pad_id=1, position_offset=2, n_segments=1, nsp=False)).eval()
+    model = Bert(SMALL_ROBERTA).eval()
     ids = torch.randint(5, 99, (1, 6))
     left = torch.cat([torch.ones(1, 3, dtype=torch.long), ids], dim=1)
     mask = (left != 1).long()
@@ -148,8 +136,8 @@ def checkpoints(tmp_path_factory):
 
     torch.manual_seed(0)
     root = tmp_path_factory.mktemp("hf")
-    bert_cfg = transformers.BertConfig(**HF_SMALL, max_position_embeddings=24, type_vocab_size=2)
-    roberta_cfg = transformers.RobertaConfig(**HF_SMALL, max_position_embeddings=26, type_vocab_size=1, pad_token_id=1)
+    bert_cfg = transformers.BertConfig(**config_to_hf(SMALL))
+    roberta_cfg = transformers.RobertaConfig(**config_to_hf(SMALL_ROBERTA))
     models = {
         "pretraining": transformers.BertForPreTraining(bert_cfg),
         "bert": transformers.BertModel(bert_cfg),
@@ -354,6 +342,5 @@ def test_task_heads_are_ignored_with_a_warning_and_tied_copies_must_agree(checkp
     with pytest.raises(CheckpointError, match="ties its MLM decoder"):
         load_hf_state_dict(Bert(SMALL), untied)
     biases = {"lm_head.bias": torch.ones(3), "lm_head.decoder.bias": torch.zeros(3)}
-    roberta = Bert(dataclasses.replace(SMALL, pad_id=1, position_offset=2, n_segments=1, nsp=False))
     with pytest.raises(CheckpointError, match="should be one tied tensor"):
-        load_hf_state_dict(roberta, biases)
+        load_hf_state_dict(Bert(SMALL_ROBERTA), biases)

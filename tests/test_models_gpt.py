@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from minilm.models.gpt import GPT, GPT_PRESETS, GPTConfig, gpt_config
+from minilm.models.hf import config_to_hf
 from minilm.utils import count_parameters
 
 SMALL = GPTConfig(vocab_size=64, max_len=32, n_layers=2, n_heads=2, d_model=32, dropout=0.0)
@@ -17,7 +18,7 @@ PAPER_MILLIONS = [("gpt2", 124), ("gpt2-medium", 355), ("gpt2-large", 774), ("gp
 def test_gpt2_parameter_counts_equal_transformers(size, millions):
     transformers = pytest.importorskip("transformers")
     preset = GPT_PRESETS[size]
-    reference = transformers.GPT2Config(n_layer=preset["n_layers"], n_head=preset["n_heads"], n_embd=preset["d_model"])
+    reference = transformers.GPT2Config(**config_to_hf(GPTConfig(**preset)))
     with torch.device("meta"):
         ours = count_parameters(GPT(GPTConfig(**preset)))
         theirs = count_parameters(transformers.GPT2LMHeadModel(reference))
@@ -37,14 +38,11 @@ def test_gpt1_parameter_count_equals_transformers():
 def test_gpt1_logits_equal_transformers_openai_gpt(tmp_path):
     """The gpt1 layout (post-LN, no final norm, tied head) is GPT-1's: same weights, same logits."""
     transformers = pytest.importorskip("transformers")
-    reference = transformers.OpenAIGPTLMHeadModel(
-        transformers.OpenAIGPTConfig(
-            vocab_size=64, n_positions=32, n_layer=2, n_head=2, n_embd=32, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0
-        )
-    ).eval()
+    config = gpt_config("gpt1", vocab_size=64, max_len=32, n_layers=2, n_heads=2, d_model=32, dropout=0.0)
+    reference = transformers.OpenAIGPTLMHeadModel(transformers.OpenAIGPTConfig(**config_to_hf(config))).eval()
     reference.save_pretrained(tmp_path)
     model = GPT.from_pretrained(tmp_path)
-    assert model.config == gpt_config("gpt1", vocab_size=64, max_len=32, n_layers=2, n_heads=2, d_model=32, dropout=0.0)
+    assert model.config == config
     assert model.decoder.final_norm is None and model.lm_head.weight is model.embedding.token.weight
     ids = torch.randint(0, 64, (2, 12))
     with torch.no_grad():
