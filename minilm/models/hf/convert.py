@@ -22,7 +22,7 @@ transformers writes them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,9 +107,8 @@ GENERIC_CONFIG_FIELDS = frozenset(
 # --- configuration ------------------------------------------------------------------------------------------------
 
 
-def check_model_type(config: Mapping, model_type: str | Iterable[str], source: str = "config.json") -> None:
-    """Raise :class:`CheckpointError` unless ``config["model_type"]`` is (one of) ``model_type``."""
-    expected = (model_type,) if isinstance(model_type, str) else tuple(model_type)
+def check_model_type(config: Mapping, expected: Sequence[str], source: str = "config.json") -> None:
+    """Raise :class:`CheckpointError` unless ``config["model_type"]`` is one of ``expected``."""
     if config.get("model_type") not in expected:
         raise CheckpointError(
             f"{source} has model_type={config.get('model_type')!r}, expected {' or '.join(map(repr, expected))}"
@@ -178,13 +177,11 @@ class Rename:
         return tensor.t().contiguous() if self.conv1d else tensor
 
 
-def module(ours: str | tuple[str, ...], theirs: str, conv1d: bool = False, bias: bool = True) -> list[Rename]:
-    """The ``weight`` (and ``bias``) of a module, or of several minilm modules fused into one of the checkpoint."""
+def module(ours: str | tuple[str, ...], theirs: str, conv1d: bool = False) -> list[Rename]:
+    """The ``weight`` and ``bias`` of a module, or of several minilm modules fused into one of the checkpoint."""
     ours = (ours,) if isinstance(ours, str) else ours
-    leaves = ("weight", "bias") if bias else ("weight",)
-    return [
-        Rename(tuple(f"{o}.{leaf}" for o in ours), f"{theirs}.{leaf}", conv1d and leaf == "weight") for leaf in leaves
-    ]
+    weight = Rename(tuple(f"{o}.weight" for o in ours), f"{theirs}.weight", conv1d)
+    return [weight, Rename(tuple(f"{o}.bias" for o in ours), f"{theirs}.bias")]
 
 
 @dataclass(frozen=True)
