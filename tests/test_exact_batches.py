@@ -152,6 +152,26 @@ def test_two_part_loss_weights_each_part_by_its_own_units():
     assert relative(first_gradient(trainer(mlm_nsp, None, grad_accum=4)), big) > 0.02
 
 
+def test_a_micro_batch_without_units_adds_nothing_even_if_its_mean_is_nan():
+    def token_loss(model, batch):  # cross-entropy over all positions: NaN when a batch has no labelled token
+        logits, _ = _forward(model, {**batch, "labels": torch.zeros_like(batch["labels"])})  # (B x T, V)
+        loss = torch.nn.functional.cross_entropy(logits, batch["labels"].flatten())
+        return LossOutput(loss, n_tokens=int(batch["attention_mask"].sum()))
+
+    data = masked_data()
+    first = trainer(token_loss, mlm_counts, data=data).order.indices(0)[:4]  # micro-batch 0 of grad_accum=4
+    for i in first:
+        data[i]["labels"].fill_(-100)
+    big = trainer(token_loss, mlm_counts, data=data)
+    accumulated = trainer(token_loss, mlm_counts, grad_accum=4, data=data)
+    reference = first_gradient(big)
+    assert torch.isfinite(reference).all()
+    assert relative(first_gradient(accumulated), reference) < 1e-5
+    assert accumulated.last_losses["loss"] == pytest.approx(big.last_losses["loss"], rel=1e-6)
+    with pytest.raises(TrainingError, match="the loss became nan"):  # 1/k weighting: the NaN mean spoils the step
+        trainer(token_loss, None, grad_accum=4, data=data).train_step()
+
+
 def test_parts_are_logged_and_evaluated_by_their_units(tmp_path, capsys):
     data, held_out = masked_data(), masked_data(20, seed=1)
     t = trainer(

@@ -347,13 +347,15 @@ class Trainer:
                 if totals is None:  # every micro-batch holds 1 / (grad_accum x processes) of the examples
                     shares = dict.fromkeys(means, 1 / (accum * world))
                     objective = out.loss / accum
-                else:  # its share n_k / N_k of each part's units
-                    shares = {k: units[i][k] / totals[k] if totals[k] else 0.0 for k in means}
-                    objective = world * sum(out.weights.get(k, 1.0) * shares[k] * means[k] for k in means)
+                else:  # its share n_k / N_k of each part's units; a part without units here adds nothing
+                    shares = {k: units[i][k] / totals[k] if units[i][k] else 0.0 for k in means}
+                    terms = [out.weights.get(k, 1.0) * shares[k] * means[k] for k in means if shares[k]]
+                    objective = world * sum(terms, 0.0 * out.loss)  # 0 x loss: in the graph even with no terms
                 # DDP (and FSDP) average the processes' gradients: world x (a share of the global batch) undoes it
                 self.scaler.scale(objective).backward()
-            for k, value in means.items():
-                tally[k] = tally.get(k, 0.0) + shares[k] * value.detach().float()
+            for k, value in means.items():  # (the mean of a part without units may be NaN: leave it out)
+                share = shares[k] * value.detach().float() if shares[k] else torch.zeros((), device=self.device)
+                tally[k] = tally.get(k, 0.0) + share
             tokens += out.n_tokens
         names = sorted(tally)
         summed = self.dist.sum(torch.stack([tally[k] for k in names])).tolist()
