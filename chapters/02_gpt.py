@@ -170,6 +170,7 @@ trainer = Trainer(
     ),
     eval_data=val_blocks,
     run_config={"job": {"model": "gpt"}, "model": dataclasses.asdict(config)},  # what a checkpoint must record
+    perplexity=True,  # the loss is a mean negative log-likelihood per token: its exp is the perplexity
 )
 prompt_ids = torch.tensor([tokenizer.encode("It was", add_special_tokens=False)])
 samples = {}

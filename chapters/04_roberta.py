@@ -45,6 +45,7 @@
 
 # %%
 import json
+import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -52,7 +53,7 @@ import torch
 
 from minilm.data import load_wikitext
 from minilm.models.bert import ROBERTA, ROBERTA_SIZES, Bert, BertConfig, RobertaConfig
-from minilm.objectives.mlm import DynamicMasking, MaskingConfig, StaticMaskedDataset, masked_positions, mlm_loss
+from minilm.objectives.mlm import DynamicMasking, MaskingConfig, StaticMaskedDataset, masked_positions
 from minilm.objectives.nsp import FORMATS, make_examples
 from minilm.tokenizers import train_tokenizer
 from minilm.train.builtins import bert_mlm_loss, bert_mlm_nsp_loss
@@ -278,37 +279,70 @@ print("the two formats are within 0.1 nats of each other:", abs(gap) < 0.1)
 #
 # so weighting micro-batch $j$'s mean loss by its share of the items gives **exactly** the big batch's gradient.
 # The MLM loss averages over *masked tokens*, whose number varies between micro-batches: the right weight is
-# $|M_j| / |M|$. The `Trainer` (and most libraries) use $1/k$ instead — exact for equal counts, a reweighting of
-# the micro-batches otherwise, which shrinks as micro-batches grow (with 4 sequences each it is large, below).
+# $|M_j| / |M|$. Weighting by $1/k$ instead — what the `Trainer` did until it was told the counts, and what many
+# training loops still do — is exact only when every micro-batch holds the same number of masked tokens; otherwise
+# each masked token of micro-batch $j$ weighs $1/(k|M_j|)$ instead of $1/|M|$, and the step follows the gradient
+# of a different loss.
+#
+# The `Trainer` takes `counts=`: a function that says, before the forward pass, how many units each part of the
+# loss has in a batch — `{"loss": number of masked tokens}` here (BERT's MLM + NSP would give
+# `{"mlm": masked tokens, "nsp": examples}`, each part weighted by its own units). It sums the counts over the
+# step's micro-batches (and over the processes of a distributed run, where DDP's gradient average is the same
+# problem again), weights micro-batch $j$ by $|M_j| / |M|$, and logs the big batch's loss. Below, its first step
+# on 16 sequences, as one batch and as $k = 4$ micro-batches of 4, with and without the counts, for five maskings:
+
 
 # %%
-model = tiny_roberta()
-batch = DynamicMasking(masking, seed=3)(examples[:16])  # one masked batch of 16 sequences
+def masked_tokens(batch):
+    """The MLM loss's units in a batch, counted before the forward pass: its masked tokens."""
+    return {"loss": masked_positions(batch["labels"]).numel()}
 
 
-def gradients(loss_of_chunks):
-    model.zero_grad()
-    loss_of_chunks()
-    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+def first_step(data, grad_accum, counts):
+    """The Trainer's first step on 16 sequences in grad_accum micro-batches: (gradient, logged loss, trainer)."""
+    config = TrainConfig(batch_size=16, grad_accum=grad_accum, max_steps=1, grad_clip=0.0, progress=False)
+    torch.manual_seed(0)
+    trainer = Trainer(tiny_roberta(), bert_mlm_loss, data, config, collate=data.collate, counts=counts)
+    params = [p for p in trainer.model.parameters() if p.requires_grad]
+    grads = []  # what the optimizer receives, all parameters flattened
+    trainer.optimizer.register_step_pre_hook(
+        lambda *_: grads.append(torch.cat([p.grad.flatten() for p in params if p.grad is not None]))
+    )
+    loss, _ = trainer.train_step()
+    return grads[0], loss, trainer
 
 
-def mlm_of(rows):
-    part = {k: v[rows] for k, v in batch.items()}
-    hidden = model.features(part["input_ids"], part["attention_mask"]).last_hidden_state  # (b, T, C)
-    return mlm_loss(model.mlm_logits(hidden, masked_positions(part["labels"])), part["labels"])
+def relative_difference(gradient, reference):
+    return float((gradient - reference).norm() / reference.norm())
 
 
-chunks = [slice(j, j + 4) for j in range(0, 16, 4)]  # k = 4 micro-batches of b = 4
-n_masked = [int((batch["labels"][c] != -100).sum()) for c in chunks]
-one_batch = gradients(lambda: mlm_of(slice(0, 16)).backward())
-exact = gradients(lambda: [(mlm_of(c) * m / sum(n_masked)).backward() for c, m in zip(chunks, n_masked, strict=True)])
-uniform = gradients(lambda: [(mlm_of(c) / len(chunks)).backward() for c in chunks])
-assert torch.allclose(exact, one_batch, rtol=1e-4, atol=1e-7), "accumulation weighted by |M_j| is exact"
-print("masked tokens per micro-batch:", n_masked)
-print("accumulated (weights |M_j|/|M|) == one big batch:", torch.allclose(exact, one_batch, rtol=1e-4, atol=1e-7))
-print(f"accumulated (weights 1/k): relative difference {float((uniform - one_batch).norm() / one_batch.norm()):.2f}")
+exact_every_time, uniform_off = [], []
+for seed in range(5):  # five maskings of the same 16 sequences (masked once each: the same masks in every run)
+    data = StaticMaskedDataset(examples[:16], masking, n_duplicates=1, seed=seed)
+    one_batch, one_batch_loss, trainer = first_step(data, 1, masked_tokens)
+    exact, exact_loss, _ = first_step(data, 4, masked_tokens)  # weights |M_j| / |M|
+    uniform, _, _ = first_step(data, 4, None)  # weights 1/k
+    same_gradient = torch.allclose(exact, one_batch, rtol=1e-4, atol=1e-7)
+    exact_every_time.append(same_gradient and math.isclose(exact_loss, one_batch_loss, rel_tol=1e-6))
+    uniform_off.append(relative_difference(uniform, one_batch))
+assert all(exact_every_time), "accumulation weighted by |M_j| is exact"
+order = trainer.order.indices(0)  # the step's 16 sequences; micro-batch j holds order[4j : 4j + 4]
+n_masked = [masked_tokens(data.collate([data[i] for i in order[j : j + 4]]))["loss"] for j in range(0, 16, 4)]
+token_weights = [sum(n_masked) / (len(n_masked) * m) for m in n_masked]  # what 1/k makes of a token's 1/|M|
+print("accumulated with counts == one big batch (gradient and logged loss):", exact_every_time)
+print("accumulated with weights 1/k, relative difference of the gradient:", [round(d, 2) for d in uniform_off])
+print(f"last masking: masked tokens per micro-batch {n_masked}; with 1/k a masked token weighs "
+      f"{min(token_weights):.2f}x to {max(token_weights):.2f}x what it should")  # fmt: skip
 
 # %% [markdown]
+# With the counts, four micro-batches give the big batch's gradient to float precision, and the same logged loss,
+# for every masking. With $1/k$, the masked tokens of a micro-batch with few masks count for more than their share
+# and those of a full one for less, and the gradient is off by 7% to 30% of its norm, depending on where the masks
+# fell — a reweighting of the objective towards lightly masked micro-batches, not noise. (The logged loss hardly
+# shows it at initialisation, where every token costs about $\log V$; the gradient does.) A token-level loss over
+# padded sequences (tagging, span extraction) has the same problem, with real tokens as its units; so does DDP,
+# which averages the processes' gradients with equal weights.
+#
 # Table 3 of the paper trains BERT-base for the same number of passes over the data with bigger batches and fewer
 # steps: batch 256 × 1M steps (lr 1e-4) gives MLM perplexity 3.99, 2K × 125K (lr 7e-4) **3.68**, 8K × 31K (lr 1e-3)
 # 3.77 — larger batches, with a larger learning rate, are as good or better, and far easier to parallelise. A small
@@ -464,7 +498,8 @@ print("a packed format (no NSP) beats SENTENCE-PAIR+NSP on SNLI:",
 # 2. **Whole-word masking.** Rerun Section 2 with `MaskingConfig.from_tokenizer(tokenizer, whole_word=True)`
 #    (the examples carry `word_ids`). Is the held-out loss (on whole-word masks) higher or lower, and why?
 # 3. **Accumulation in the Trainer.** Train the same model with `batch_size=16, grad_accum=1` and `grad_accum=4`
-#    for 20 steps and compare the losses. Why do they differ slightly for MLM but not for a causal LM?
+#    for 20 steps, with and without `counts=masked_tokens`, and compare the losses. Why do they differ without the
+#    counts for MLM but not for a causal LM? How does the gap change with `batch_size=64`?
 # 4. **DOC-SENTENCES' batches.** The paper "dynamically increases the batch size" for short DOC-SENTENCES inputs.
 #    Write a collate that packs a variable number of inputs up to a token budget, and measure how often it matters
 #    on WikiText's articles.

@@ -5,9 +5,11 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 import safetensors.torch
+from torch.distributed.elastic.utils.distributed import get_free_port
 
 from minilm.train.trainer import read_metrics
 
@@ -78,3 +80,36 @@ def test_fsdp_checkpoints_resume_where_a_crashed_run_stopped(single, tmp_path):
     assert losses(resumed, "train") == pytest.approx(losses(single, "train"), rel=1e-5)
     weights = safetensors.torch.load_file(checkpoints / "step_00000006" / "model.safetensors")
     assert weights["embedding.token.weight"].shape == (400, 32)  # full tensors, not one process's shard
+
+
+def test_a_failed_save_on_rank_0_stops_both_processes_at_once_with_one_message_each(tmp_path):
+    """Two processes set up as torchrun would, without its agent (which would kill the survivor): rank 0 cannot
+    save at step 2 (its checkpoints folder is a file). Rank 1 must not wait for it: each exits with one error line."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "checkpoints").write_text("a file where the checkpoints folder should be")
+    group = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(get_free_port()), "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "minilm.train", *SETTINGS, f"run_dir={run_dir}", "max_steps=4", "save_every=2"]
+    ranks = [
+        subprocess.Popen(
+            command,
+            env={**os.environ, **group, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    try:
+        _, rank0 = ranks[0].communicate(timeout=300)
+        stopped = time.monotonic()
+        _, rank1 = ranks[1].communicate(timeout=30)
+        assert time.monotonic() - stopped < 10, "rank 1 kept running after rank 0 had failed"
+    finally:
+        for process in ranks:
+            process.kill()
+    assert ranks[0].returncode == 1 and ranks[1].returncode == 1
+    assert rank0.strip().splitlines()[-1].startswith("error: could not save checkpoint step 2: ")
+    failed = "error: rank 0 failed while saving the checkpoint of step 2 (CheckpointError: could not save checkpoint"
+    assert rank1.strip().splitlines()[-1].startswith(failed)
+    assert "Traceback" not in rank0 + rank1

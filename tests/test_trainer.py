@@ -75,7 +75,7 @@ def test_batch_order_is_a_function_of_seed_and_step():
 
 def test_loss_falls_and_logs_are_written(tmp_path):
     run = config(max_steps=40, lr=1e-2, run_dir=str(tmp_path))
-    trainer = Trainer(tiny_gpt(), clm_loss, blocks(), run, eval_data=blocks(16, seed=1))
+    trainer = Trainer(tiny_gpt(), clm_loss, blocks(), run, eval_data=blocks(16, seed=1), perplexity=True)
     final = trainer.fit()
     losses = train_losses(trainer)
     assert losses[-1] < 0.25 * losses[0]

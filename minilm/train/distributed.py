@@ -5,7 +5,8 @@
 torchrun sets RANK, WORLD_SIZE and LOCAL_RANK; the process group uses NCCL on GPUs and gloo on CPUs. Every process
 computes its slice of each global batch; DDP averages gradients (once per optimizer step: the other micro-batches
 run under ``no_sync``); FSDP shards parameters, gradients and optimizer state for models too big for one GPU. Only
-rank 0 logs, evaluates into the metrics file and writes checkpoints.
+rank 0 logs, evaluates into the metrics file and writes checkpoints; if that fails, it tells the others
+(:meth:`DistributedContext.main_failure`), so every process stops with the error at once.
 """
 
 from __future__ import annotations
@@ -98,6 +99,15 @@ class DistributedContext:
     def mean(self, value: torch.Tensor) -> torch.Tensor:
         return self.sum(value) / self.world_size
 
-    def barrier(self) -> None:
-        if self.enabled:
-            dist.barrier()
+    def main_failure(self, failure: str | None) -> str | None:
+        """Rank 0's failure (its message, or None when it succeeded), told to every process.
+
+        A collective that replaces a bare barrier after work only rank 0 does (saving, logging): when that work
+        fails, the other processes learn it here and stop with rank 0's error, instead of waiting at their next
+        collective until the launcher's timeout kills them.
+        """
+        if not self.enabled:
+            return failure
+        message = [failure]
+        dist.broadcast_object_list(message, src=0)
+        return message[0]

@@ -158,6 +158,8 @@ def run(job: PretrainConfig, train: TrainConfig, model_overrides: dict, resume: 
         collate=collate or default_collate,
         eval_collate=val_collate,
         run_config=run_config,
+        counts=getattr(objective, "counts", None),
+        perplexity=getattr(objective, "perplexity", True),
     )
     if resume:
         step = trainer.resume(resume)
@@ -178,7 +180,8 @@ def run(job: PretrainConfig, train: TrainConfig, model_overrides: dict, resume: 
 
 def report(job: PretrainConfig, trainer: Trainer, tokenizer, metrics: dict, seconds: float) -> None:
     if metrics:
-        print(f"validation loss {metrics['loss']:.3f}, perplexity {metrics['perplexity']:.1f} ({seconds:.0f} s)")
+        perplexity = f", perplexity {metrics['perplexity']:.1f}" if "perplexity" in metrics else ""
+        print(f"validation loss {metrics['loss']:.3f}{perplexity} ({seconds:.0f} s)")
     if job.sample_tokens and hasattr(trainer.model, "generate"):
         prompt = torch.tensor([tokenizer.encode(job.prompt, add_special_tokens=False)], device=trainer.device)
         room = getattr(trainer.model.config, "max_len", 1 << 30) - prompt.size(1)

@@ -5,10 +5,20 @@
 
 What a step does (``config.grad_accum`` micro-batches, on every process of a distributed run)::
 
-    for each micro-batch:          loss = loss_fn(model, batch) under autocast; (loss / grad_accum).backward()
-                                   (DDP all-reduces gradients on the last micro-batch only)
+    N_k = counts summed over the step's micro-batches and all processes    (one small all-reduce; with counts=)
+    for each micro-batch:          out = loss_fn(model, batch) under autocast
+                                   backward of sum_k w_k * out.parts[k] * n_k / N_k * world_size
+                                   (without counts: out.loss / grad_accum; DDP all-reduces on the last one only)
     clip the gradient norm;        optimizer.step() (AdamW, no weight decay on biases and norms)
     scheduler.step()               (linear warm-up, then linear or cosine decay to min_lr_ratio * lr)
+
+Exact big batches: a loss that is a mean over a varying number of units (MLM's masked tokens, a padded tagger's
+real tokens) has the big batch's gradient only if each micro-batch is weighted by its share of the units, not by
+1/grad_accum. ``counts(batch)`` says, before the forward pass, how many units each part of the loss has in a batch
+(``{"mlm": masked tokens, "nsp": examples}``, or ``{"loss": n}`` for a one-part loss); the Trainer then gives the
+gradient, the logged loss and each logged part of the one big batch, whatever grad_accum and the number of processes.
+Without ``counts`` every micro-batch weighs 1/grad_accum: exact when each mean is over the same number of units
+(a causal LM's fixed-length blocks, a classifier's examples).
 
 Data order is a pure function of (seed, step): each epoch is a seeded permutation and step s takes the global
 batch at positions [s * batch_size, (s + 1) * batch_size) of the stream of epochs. So resuming needs only the
@@ -22,7 +32,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -82,11 +92,22 @@ class TrainConfig:
 
 @dataclass
 class LossOutput:
-    loss: torch.Tensor  # scalar: the mean loss of the micro-batch
-    n_tokens: int  # tokens (or examples) it covers, for throughput
+    """What a loss function returns for one micro-batch.
+
+    A multi-part loss (BERT's MLM + NSP) names its parts, each the mean over its own units, so the Trainer can log
+    them and, with ``counts``, weight each by its units (the loss is then rebuilt from the parts and weights).
+    """
+
+    loss: torch.Tensor  # scalar: sum_k weights[k] * parts[k] (or the one mean when there are no parts)
+    n_tokens: int  # tokens the micro-batch covers (throughput)
+    parts: dict[str, torch.Tensor] = field(default_factory=dict)  # named parts, each a mean over its own units
+    weights: dict[str, float] = field(default_factory=dict)  # a part's weight in loss (missing: 1.0)
 
 
 LossFn = Callable[[nn.Module, object], LossOutput]
+# batch -> the loss-bearing units of each part in it, e.g. {"mlm": masked tokens, "nsp": examples} or {"loss": n}
+Counts = Callable[[object], dict[str, int | torch.Tensor]]
+RESERVED = ("loss", "step", "split", "lr", "tokens_per_s", "epoch", "perplexity")  # metrics keys; not part names
 
 
 # ------------------------------------------------------------------------------------------ pieces
@@ -168,11 +189,17 @@ def to_device(batch, device: torch.device):
 class Trainer:
     """Train ``model`` on ``train_data`` (a sequence of examples) by minimising ``loss_fn(model, batch)``.
 
-    ``eval_data``: examples evaluated every ``eval_every`` steps (mean loss, and perplexity = exp(loss)).
+    ``eval_data``: examples evaluated every ``eval_every`` steps (the mean loss and each part's mean).
     ``collate``: list of examples -> batch (default: stack tensors); ``eval_collate`` for the eval data (default:
     the same). ``run_config``: extra settings (model,
     objective, ...) written with the TrainConfig into ``run_dir/config.json``. ``on_eval``: called with the
     metrics dict after each evaluation (e.g. to print samples).
+    ``counts``: batch -> the loss-bearing units of each part of the loss (see :data:`Counts`), for exact
+    big-batch gradients under accumulation and DDP, and unit-weighted evaluation; None weighs every micro-batch
+    1/grad_accum and evaluates by examples.
+    ``perplexity``: whether exp of the evaluation loss is a perplexity, reported as ``perplexity``: True for a
+    one-part language-model loss, a part's name (``"mlm"``) when only that part is (exp of MLM + NSP is not),
+    False (the default) for anything else, e.g. a classifier's loss.
     """
 
     def __init__(
@@ -186,11 +213,15 @@ class Trainer:
         eval_collate: Callable[[list], object] | None = None,
         run_config: dict | None = None,
         on_eval: Callable[[dict], None] | None = None,
+        counts: Counts | None = None,
+        perplexity: bool | str = False,
     ) -> None:
         self.config = config = config or TrainConfig()
         config.validate()
         if len(train_data) == 0:
             raise ConfigError("the training data is empty: check the corpus or task and the sequence length")
+        if not isinstance(perplexity, (bool, str)) or perplexity in RESERVED:
+            raise ConfigError(f"perplexity={perplexity!r}: use True, False or the name of a part of the loss")
         self.dist = DistributedContext.from_environment(config.device)
         if config.batch_size % (self.dist.world_size * config.grad_accum) != 0:
             raise ConfigError(
@@ -202,6 +233,7 @@ class Trainer:
         self.device = self.dist.device
         self.dtype = resolve_precision(config.precision, self.device)
         self.loss_fn, self.collate, self.on_eval = loss_fn, collate, on_eval
+        self.counts, self.perplexity = counts, perplexity
         self.eval_collate = eval_collate or collate
         self.train_data, self.eval_data = train_data, eval_data
         self.run_config = run_config or {}
@@ -224,39 +256,111 @@ class Trainer:
         self.step = 0
         self._step_rng: dict | None = None
         self.history: list[dict] = []  # every metrics entry, as written to metrics.jsonl
+        self.last_losses: dict[str, float] = {}  # the last step's big-batch loss and parts ({"loss", "mlm", ...})
 
     # -------------------------------------------------------------------------------------- batches
 
-    def _micro_batches(self, step: int) -> list:
-        """This process's micro-batches for ``step``: its slice of the global batch, split grad_accum ways."""
+    def _micro_batches(self, step: int) -> tuple[list, list[dict[str, int]] | None]:
+        """This process's micro-batches for ``step`` (its slice of the global batch, split grad_accum ways) and,
+        with ``counts``, the units of each (counted on the host, before the batch moves to the device)."""
         indices = self.order.indices(step)[self.dist.rank :: self.dist.world_size]
         size = len(indices) // self.config.grad_accum
         chunks = [indices[i * size : (i + 1) * size] for i in range(self.config.grad_accum)]
-        return [to_device(self.collate([self.train_data[i] for i in chunk]), self.device) for chunk in chunks]
+        batches = [self.collate([self.train_data[i] for i in chunk]) for chunk in chunks]
+        units = [self._count(batch) for batch in batches] if self.counts is not None else None
+        return [to_device(batch, self.device) for batch in batches], units
+
+    def _count(self, batch) -> dict[str, int]:
+        return {name: int(n) for name, n in self.counts(batch).items()}
+
+    def _global_units(self, units: list[dict[str, int]]) -> dict[str, int]:
+        """Each part's units in the step's global batch: summed over the micro-batches and the processes."""
+        names = sorted(units[0])
+        if any(sorted(u) != names for u in units):
+            raise ConfigError(f"counts(batch) gave different keys for different batches: {[sorted(u) for u in units]}")
+        sums = [sum(u[name] for u in units) for name in names]
+        if self.dist.enabled:  # one small all-reduce per step
+            sums = self.dist.sum(torch.tensor(sums, device=self.device)).tolist()
+        return dict(zip(names, sums, strict=True))
 
     def _autocast(self):
         if self.dtype == torch.float32:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.dtype)
 
+    # -------------------------------------------------------------------------------------- the loss's parts
+
+    def _check(self, out: LossOutput, units: dict[str, int] | None) -> None:
+        """One clear message when the loss's parts, its weights, the counts and ``perplexity`` do not fit."""
+        parts = sorted(out.parts)
+        if clash := [name for name in parts if name in RESERVED]:
+            raise ConfigError(f"loss part {clash[0]!r} clashes with a metrics key ({', '.join(RESERVED)}): rename it")
+        if stray := sorted(set(out.weights) - set(out.parts)):
+            raise ConfigError(f"LossOutput.weights names {stray}, which are not parts of the loss ({parts})")
+        if units is not None and sorted(units) != (parts or ["loss"]):
+            raise ConfigError(
+                f"counts(batch) gave the units of {sorted(units)}, but the loss has parts {parts}: give one count "
+                "per part (keys = the parts' names), or {'loss': n} for a loss without parts"
+            )
+        if self.perplexity is True and parts:
+            raise ConfigError(
+                f"perplexity=True, but the loss has parts {parts}: exp of their weighted sum is no perplexity; name "
+                f"the part that is a language-model loss (perplexity={parts[0]!r}) or set perplexity=False"
+            )
+        if isinstance(self.perplexity, str) and self.perplexity not in out.parts:
+            raise ConfigError(f"perplexity={self.perplexity!r} is not a part of the loss (parts: {parts or 'none'})")
+
+    def _unit_means(self, out: LossOutput) -> dict[str, torch.Tensor]:
+        """The means of ``out`` that are weighted by units: with counts and parts, the parts (the loss is rebuilt
+        from them); otherwise the loss and its parts, all with the same units (the counts' or examples)."""
+        if self.counts is not None and out.parts:
+            return dict(out.parts)
+        return {"loss": out.loss, **out.parts}
+
+    @staticmethod
+    def _with_total(means: dict[str, float], weights: dict[str, float]) -> dict[str, float]:
+        """``means`` with ``loss`` first; rebuilt as sum_k weights[k] * parts[k] when it was not measured itself."""
+        if "loss" in means:
+            return {"loss": means["loss"], **{k: v for k, v in means.items() if k != "loss"}}
+        return {"loss": sum(weights.get(k, 1.0) * v for k, v in means.items()), **means}
+
     # -------------------------------------------------------------------------------------- one step
 
     def train_step(self) -> tuple[float, int]:
-        """One optimizer step; returns the mean loss over all processes and the tokens this process saw."""
+        """One optimizer step; returns the big batch's loss (the same in any number of processes) and the tokens
+        this process saw. The loss and each of its parts are kept in ``last_losses``."""
         self.wrapped.train()
         self._step_rng = ckpt.capture_rng_state()  # an interrupted step is rolled back to here (see fit)
-        micro_batches = self._micro_batches(self.step)
-        total_loss, tokens = torch.zeros((), device=self.device), 0
+        micro_batches, units = self._micro_batches(self.step)
+        totals = self._global_units(units) if units is not None else None
+        world, accum = self.dist.world_size, len(micro_batches)
+        tally: dict[str, torch.Tensor] = {}  # name -> this process's share of the big batch's mean
+        tokens = 0
         for i, batch in enumerate(micro_batches):
-            last = i == len(micro_batches) - 1
+            last = i == accum - 1
             sync = contextlib.nullcontext() if last else self.dist.no_sync(self.wrapped)
             with sync:
                 with self._autocast():
                     out = self.loss_fn(self.wrapped, batch)
-                self.scaler.scale(out.loss / len(micro_batches)).backward()
-            total_loss += out.loss.detach().float()
+                self._check(out, units[i] if units is not None else None)
+                means = self._unit_means(out)
+                if totals is None:  # every micro-batch holds 1 / (grad_accum x processes) of the examples
+                    shares = dict.fromkeys(means, 1 / (accum * world))
+                    objective = out.loss / accum
+                else:  # its share n_k / N_k of each part's units; a part without units here adds nothing
+                    shares = {k: units[i][k] / totals[k] if units[i][k] else 0.0 for k in means}
+                    terms = [out.weights.get(k, 1.0) * shares[k] * means[k] for k in means if shares[k]]
+                    objective = world * sum(terms, 0.0 * out.loss)  # 0 x loss: in the graph even with no terms
+                # DDP (and FSDP) average the processes' gradients: world x (a share of the global batch) undoes it
+                self.scaler.scale(objective).backward()
+            for k, value in means.items():  # (the mean of a part without units may be NaN: leave it out)
+                share = shares[k] * value.detach().float() if shares[k] else torch.zeros((), device=self.device)
+                tally[k] = tally.get(k, 0.0) + share
             tokens += out.n_tokens
-        loss = self.dist.mean(total_loss / len(micro_batches)).item()
+        names = sorted(tally)
+        summed = self.dist.sum(torch.stack([tally[k] for k in names])).tolist()
+        self.last_losses = self._with_total(dict(zip(names, summed, strict=True)), out.weights)
+        loss = self.last_losses["loss"]
         if not math.isfinite(loss):
             self.optimizer.zero_grad(set_to_none=True)
             raise TrainingError(self._nan_message(loss))
@@ -286,10 +390,11 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> dict:
-        """Mean loss per example over the first ``eval_batches`` global batches of the eval data.
+        """The loss and each of its parts over the first ``eval_batches`` global batches of the eval data.
 
-        Each global batch is split over the processes (and into micro-batches) as in training, and the loss is
-        weighted by examples, so the result does not depend on the number of processes.
+        Each part is the mean over its units (``counts``; without them, over examples), so the result does not
+        depend on the batch size or the number of processes; each global batch is split over the processes (and
+        into micro-batches) as in training. ``perplexity`` is added only when the Trainer was told what it is.
         """
         if self.eval_data is None or len(self.eval_data) == 0:
             return {}
@@ -298,21 +403,35 @@ class Trainer:
         n_batches = math.ceil(len(self.eval_data) / size)
         if self.config.eval_batches:
             n_batches = min(n_batches, self.config.eval_batches)
-        mine = [i for b in range(n_batches) for i in range(b * size, min((b + 1) * size, len(self.eval_data)))]
-        mine = mine[self.dist.rank :: self.dist.world_size]
-        total = torch.zeros(2, device=self.device)  # (sum of loss x examples, examples)
+        everyone = [i for b in range(n_batches) for i in range(b * size, min((b + 1) * size, len(self.eval_data)))]
+        if len(everyone) < self.dist.world_size:
+            raise ConfigError(
+                f"evaluation reads {len(everyone)} examples, fewer than the {self.dist.world_size} processes: "
+                "give more eval data or use fewer processes"
+            )
+        mine = everyone[self.dist.rank :: self.dist.world_size]
+        sums: dict[str, torch.Tensor] = {}  # name -> sum of mean x units
+        units: dict[str, int] = {}
         for start in range(0, len(mine), micro):
             chunk = mine[start : start + micro]
-            batch = to_device(self.eval_collate([self.eval_data[i] for i in chunk]), self.device)
+            batch = self.eval_collate([self.eval_data[i] for i in chunk])
+            counted = self._count(batch) if self.counts is not None else None
             with self._autocast():
-                loss = self.loss_fn(self.model, batch).loss.float()
-            total += torch.stack([loss * len(chunk), torch.tensor(float(len(chunk)), device=self.device)])
-        loss_sum, count = self.dist.sum(total).tolist()
-        loss = loss_sum / count
-        metrics = {"step": self.step, "split": "validation", "loss": loss, "perplexity": math.exp(min(loss, 50))}
-        self._log(metrics)
-        if self.on_eval is not None and self.dist.is_main:
-            self.on_eval(metrics)
+                out = self.loss_fn(self.model, to_device(batch, self.device))
+            self._check(out, counted)
+            for k, value in self._unit_means(out).items():
+                n = counted[k] if counted is not None else len(chunk)
+                sums[k] = sums.get(k, 0.0) + value.float() * n
+                units[k] = units.get(k, 0) + n
+        names = sorted(sums)
+        n_units = torch.tensor([float(units[k]) for k in names], device=self.device)
+        summed = self.dist.sum(torch.cat([torch.stack([sums[k] for k in names]), n_units])).tolist()  # one all-reduce
+        sums_all, units_all = summed[: len(names)], summed[len(names) :]
+        means = {k: s / n if n else math.nan for k, s, n in zip(names, sums_all, units_all, strict=True)}
+        metrics = {"step": self.step, "split": "validation", **self._with_total(means, out.weights)}
+        if self.perplexity is not False:
+            metrics["perplexity"] = math.exp(min(metrics["loss" if self.perplexity is True else self.perplexity], 50))
+        self._log(metrics, then=self.on_eval)
         return metrics
 
     # -------------------------------------------------------------------------------------- checkpoints
@@ -322,9 +441,9 @@ class Trainer:
         if self.run_dir is None:
             return None
         model_state, optimizer_state = self.dist.full_state_dicts(self.model, self.optimizer)
-        path = None
-        if self.dist.is_main:
-            path = ckpt.save_checkpoint(
+
+        def write() -> Path:
+            return ckpt.save_checkpoint(
                 self.run_dir,
                 self.step,
                 self.model,
@@ -337,8 +456,8 @@ class Trainer:
                 model_state=model_state,
                 optimizer_state=optimizer_state,
             )
-        self.dist.barrier()
-        return path
+
+        return self._on_main(write, f"saving the checkpoint of step {self.step}")
 
     def resume(self, path: str | Path) -> int:
         """Restore model, optimizer, scheduler, scaler, RNG and data position; return the step reached.
@@ -354,6 +473,25 @@ class Trainer:
     def run_config_dict(self) -> dict:
         return {"train": to_dict(self.config), **self.run_config}
 
+    def _on_main(self, work: Callable[[], object], doing: str):
+        """Run ``work`` on rank 0 alone and return its result there (None elsewhere); every process calls this.
+
+        If it fails, rank 0 raises its error and every other process a TrainingError naming it, at once: they do
+        not wait for rank 0 at the next collective until the launcher's timeout.
+        """
+        result, error = None, None
+        if self.dist.is_main:
+            try:
+                result = work()
+            except BaseException as err:  # Ctrl-C too: the others must not wait for a rank 0 that is gone
+                error = err
+        failure = self.dist.main_failure(f"{type(error).__name__}: {error}" if error is not None else None)
+        if error is not None:
+            raise error
+        if failure is not None:
+            raise TrainingError(f"rank 0 failed while {doing} ({failure}); process {self.dist.rank} stops too")
+        return result
+
     # -------------------------------------------------------------------------------------- the loop
 
     def fit(self) -> dict:
@@ -364,14 +502,14 @@ class Trainer:
         window_tokens, window_start = 0, time.perf_counter()
         try:
             while self.step < config.max_steps:
-                loss, tokens = self.train_step()
+                _, tokens = self.train_step()
                 window_tokens += tokens * self.dist.world_size
                 if self.step % config.log_every == 0 or self.step == config.max_steps:
                     elapsed = time.perf_counter() - window_start
                     entry = {
                         "step": self.step,
                         "split": "train",
-                        "loss": loss,
+                        **self.last_losses,
                         "lr": self.scheduler.get_last_lr()[0],
                         "tokens_per_s": window_tokens / max(elapsed, 1e-9),
                         "epoch": self.order.epoch(self.step),
@@ -379,9 +517,8 @@ class Trainer:
                     self._log(entry)
                     window_tokens, window_start = 0, time.perf_counter()
                     if bar is not None:
-                        bar.set_postfix(
-                            loss=f"{loss:.3f}", lr=f"{entry['lr']:.2e}", tok_s=f"{entry['tokens_per_s']:.0f}"
-                        )
+                        losses = {k: f"{v:.3f}" for k, v in self.last_losses.items()}
+                        bar.set_postfix(losses, lr=f"{entry['lr']:.2e}", tok_s=f"{entry['tokens_per_s']:.0f}")
                 if bar is not None:
                     bar.update(1)
                 final = self.step == config.max_steps
@@ -403,13 +540,17 @@ class Trainer:
         return last_eval
 
     def _start_run(self) -> None:
-        if self.run_dir is None or not self.dist.is_main:
+        if self.run_dir is None:
             return
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.run_dir / "config.json", json.dumps(self.run_config_dict(), indent=2))
-        # A resumed run rewrites the log up to its step, so entries after the checkpoint are not duplicated.
-        lines = "".join(json.dumps(e) + "\n" for e in self.history)
-        atomic_write_text(self.run_dir / "metrics.jsonl", lines)
+
+        def write() -> None:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.run_dir / "config.json", json.dumps(self.run_config_dict(), indent=2))
+            # A resumed run rewrites the log up to its step, so entries after the checkpoint are not duplicated.
+            lines = "".join(json.dumps(e) + "\n" for e in self.history)
+            atomic_write_text(self.run_dir / "metrics.jsonl", lines)
+
+        self._on_main(write, "preparing the run directory")
 
     def _progress_bar(self):
         if not (self.config.progress and self.dist.is_main):
@@ -418,11 +559,18 @@ class Trainer:
 
         return tqdm(total=self.config.max_steps, initial=self.step, desc="train", dynamic_ncols=True)
 
-    def _log(self, entry: dict) -> None:
+    def _log(self, entry: dict, then: Callable[[dict], None] | None = None) -> None:
+        """Keep ``entry`` in the history (every process); rank 0 appends it to metrics.jsonl, then calls ``then``."""
         self.history.append(entry)
-        if self.run_dir is not None and self.dist.is_main:
-            with open(self.run_dir / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(entry) + "\n")
+
+        def write() -> None:
+            if self.run_dir is not None:
+                with open(self.run_dir / "metrics.jsonl", "a") as f:
+                    f.write(json.dumps(entry) + "\n")
+            if then is not None:
+                then(entry)
+
+        self._on_main(write, f"logging the {entry['split']} metrics of step {entry['step']}")
 
 
 def read_metrics(path: str | Path, up_to_step: int | None = None) -> list[dict]:
