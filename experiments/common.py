@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from minilm.files import atomic_write_text
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -45,7 +47,5 @@ def save_results(name: str, results: dict) -> Path:
     """Write ``results`` with their provenance to ``experiments/results/<name>.json``; return the path."""
     RESULTS_DIR.mkdir(exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"provenance": provenance(), "results": results}, indent=2) + "\n")
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps({"provenance": provenance(), "results": results}, indent=2) + "\n")
     return path
