@@ -19,7 +19,6 @@ API::
     load_weights(path, model, *, strict=True, map_location="cpu") -> dict         # meta.json, weights only
     find_checkpoint(path) -> Path      # run dir (follows ``latest``), its checkpoints/ dir, or a step dir
     read_meta(path) -> dict            # meta.json, e.g. to rebuild the model from meta["model_config"]
-    capture_rng_state() -> dict / restore_rng_state(state)   # python, numpy, torch CPU and every CUDA device
 
 Every failure the user can cause or meet (a checkpoint from another model or vocabulary, a corrupt or truncated
 file, a full disk) raises :class:`CheckpointError`, whose message names the problem and the fix.
@@ -50,7 +49,6 @@ import io
 import json
 import os
 import pickle
-import random
 import re
 import shutil
 import warnings
@@ -59,19 +57,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import safetensors.torch
 import torch
 from torch import nn
 
+from minilm.train.rng import capture_rng_state, restore_rng_state
+
 __all__ = [
     "CheckpointError",
-    "capture_rng_state",
     "find_checkpoint",
     "load_checkpoint",
     "load_weights",
     "read_meta",
-    "restore_rng_state",
     "save_checkpoint",
 ]
 
@@ -93,63 +90,6 @@ _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 class CheckpointError(Exception):
     """A checkpoint could not be saved or loaded; the message says what is wrong and what to do."""
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# RNG states, as types a weights-only load accepts
-
-
-def capture_rng_state() -> dict:
-    """The state of every global generator: python ``random``, numpy, torch CPU and each CUDA device.
-
-    Python's and numpy's states are converted to lists and numbers, which ``torch.load(weights_only=True)`` reads.
-    """
-    version, internal, gauss_next = random.getstate()
-    numpy_state = np.random.get_state(legacy=False)
-    state = {
-        "python": {"version": version, "internal": list(internal), "gauss_next": gauss_next},
-        "numpy": {
-            "bit_generator": numpy_state["bit_generator"],
-            "key": numpy_state["state"]["key"].tolist(),
-            "pos": int(numpy_state["state"]["pos"]),
-            "has_gauss": int(numpy_state["has_gauss"]),
-            "gauss": float(numpy_state["gauss"]),
-        },
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def restore_rng_state(state: dict) -> None:
-    """Put every global generator back in the state :func:`capture_rng_state` returned."""
-    python = state["python"]
-    random.setstate((python["version"], tuple(python["internal"]), python["gauss_next"]))
-    numpy = state["numpy"]
-    np.random.set_state(
-        {
-            "bit_generator": numpy["bit_generator"],
-            "state": {"key": np.asarray(numpy["key"], dtype=np.uint32), "pos": numpy["pos"]},
-            "has_gauss": numpy["has_gauss"],
-            "gauss": numpy["gauss"],
-        }
-    )
-    torch.set_rng_state(state["torch"].cpu())
-    _restore_cuda_rng(state.get("cuda", []))
-
-
-def _restore_cuda_rng(states: list) -> None:
-    """Restore the per-device CUDA generators that exist here; warn when the device count differs."""
-    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if states and len(states) != available:
-        warnings.warn(
-            f"the checkpoint holds RNG states for {len(states)} CUDA device(s) but {available} are available; "
-            "GPU random streams are restored only for devices present in both, so the resume is not exact",
-            stacklevel=3,
-        )
-    for device, device_state in enumerate(states[:available]):
-        torch.cuda.set_rng_state(device_state.cpu(), device)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from minilm.train import checkpoint as ckpt
 from minilm.train.config import ConfigError, choice, to_dict
 from minilm.train.device import resolve_precision
 from minilm.train.distributed import DistributedContext
+from minilm.train.rng import capture_rng_state, restore_rng_state
 
 
 class TrainingError(RuntimeError):
@@ -244,7 +245,7 @@ class Trainer:
     def train_step(self) -> tuple[float, int]:
         """One optimizer step; returns the mean loss over all processes and the tokens this process saw."""
         self.wrapped.train()
-        self._step_rng = ckpt.capture_rng_state()  # an interrupted step is rolled back to here (see fit)
+        self._step_rng = capture_rng_state()  # an interrupted step is rolled back to here (see fit)
         micro_batches = self._micro_batches(self.step)
         total_loss, tokens = torch.zeros((), device=self.device), 0
         for i, batch in enumerate(micro_batches):
@@ -393,7 +394,7 @@ class Trainer:
             # Roll the unfinished step back (its gradients and random draws) so the checkpoint resumes exactly.
             self.optimizer.zero_grad(set_to_none=True)
             if self._step_rng is not None:
-                ckpt.restore_rng_state(self._step_rng)
+                restore_rng_state(self._step_rng)
             saved = self.save() if self.run_dir is not None else None
             where = f"; saved {saved}: resume with --resume {self.run_dir}" if saved else ""
             raise KeyboardInterrupt(f"interrupted at step {self.step}{where}") from None
