@@ -181,7 +181,7 @@ def test_full_disk_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeyp
 
         monkeypatch.setattr(os, "rename", rename)
     else:
-        real_write = checkpoint_module._write_file
+        real_write = checkpoint_module.write_durably
 
         def write(path, data):
             if path.name == failing:
@@ -189,7 +189,7 @@ def test_full_disk_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeyp
                 raise disk_full
             return real_write(path, data)
 
-        monkeypatch.setattr(checkpoint_module, "_write_file", write)
+        monkeypatch.setattr(checkpoint_module, "write_durably", write)
 
     with pytest.raises(CheckpointError) as info:
         save_checkpoint(tmp_path, 10, model, optimizer, scheduler, scaler, trainer_state={"step": 10})
