@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.common import save_results  # noqa: E402
+from experiments.common import begin, save_results  # noqa: E402
 from minilm.analysis import layer_features, probe_layers, sense_vectors, standardize  # noqa: E402
 from minilm.data import load_gutenberg, load_task  # noqa: E402
 from minilm.data.senses import WORD_SENSES  # noqa: E402
@@ -137,6 +137,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    recorded = args.steps >= 1000  # shorter runs are smoke tests, not saved
+    if recorded:
+        begin()
     torch.set_num_threads(args.threads)
     start = time.time()
     stream, spelling, target = corpus(CONFIG["vocab_size"])
@@ -164,7 +167,7 @@ def main() -> None:
         for word, layers in res["senses"].items():
             print(" ", word, [(round(s["nn_accuracy"], 3), round(s["gap"], 3)) for s in layers])
     print(f"valid perplexity {results['valid_perplexity']:.1f}; {results['seconds']:.0f} s")
-    if args.steps >= 1000:
+    if recorded:
         print("saved", save_results("ch01_elmo_layers", results))
 
 

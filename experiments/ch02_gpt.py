@@ -28,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.common import save_results  # noqa: E402
+from experiments.common import begin, reuse, save_results, stamp  # noqa: E402
 from minilm.analysis import zero_shot_scores  # noqa: E402
 from minilm.data import load_task  # noqa: E402
 from minilm.finetune import cli as finetune  # noqa: E402
@@ -59,16 +59,22 @@ TASKS = {  # task -> (FinetuneConfig fields, TrainConfig fields); the test split
 
 
 def pretrain_gpt() -> None:
-    """The pretraining run, and its step-0 twin (same seed, same config, same tokenizer)."""
-    if not (RUN_DIR / "checkpoints").is_dir():
+    """The pretraining run, and its step-0 twin (same seed, same config, same tokenizer); reused when they exist."""
+    if (RUN_DIR / "checkpoints").is_dir():
+        reuse(RUN_DIR)
+    else:
         pretrain.run(PRETRAIN_JOB, _with(PRETRAIN_TRAIN, run_dir=str(RUN_DIR), progress=False), {})
-    if not (INIT_DIR / "checkpoints").is_dir():
+        stamp(RUN_DIR)
+    if (INIT_DIR / "checkpoints").is_dir():
+        reuse(INIT_DIR)
+    else:
         final = ckpt.find_checkpoint(RUN_DIR)
         body = from_pretrained(str(final), {})
         torch.manual_seed(PRETRAIN_TRAIN.seed)  # pretrain.run seeds this way before building the model
         initial = body.entry.build(body.config)
         ckpt.save_checkpoint(INIT_DIR, 0, initial, config=ckpt.read_meta(final)["config"], keep_last=None)
         body.tokenizer.save(INIT_DIR / "tokenizer")
+        stamp(INIT_DIR)
 
 
 def _with(config, **fields):
@@ -132,6 +138,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stage", choices=("pretrain", "all"), default="all", help="pretrain only, or everything")
     args = parser.parse_args()
+    begin()
     reproducible(seed=0, threads=2)
     start = time.perf_counter()
     pretrain_gpt()
