@@ -2,6 +2,7 @@
 computation), and recorded results found from anywhere in the repository."""
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 from torch import nn
 
 from minilm.analysis import (
+    Recorded,
     layer_features,
     linear_probe,
     probe_layers,
@@ -185,6 +187,33 @@ def test_recorded_results_are_found_from_a_subfolder_of_the_repository(tmp_path)
     recorded = recorded_results("x", start=tmp_path / "chapters")
     assert recorded.path == tmp_path / "experiments" / "results" / "x.json" and recorded.results == {}
     assert recorded.describe() == "command: python experiments/x.py\ncode:    commit abc1234 | today\nmachine: 2 CPUs"
+
+
+def test_every_record_names_the_committed_code_that_produced_it():
+    """A clean commit, ``matches_commit``, or (no single commit holds what ran) the commit of each part of the code:
+    commits of this repository, the script's among them."""
+    git = ["git", "-C", str(ROOT)]
+    shallow = subprocess.run([*git, "rev-parse", "--is-shallow-repository"], capture_output=True, text=True).stdout
+    if shallow != "false\n":
+        pytest.skip("needs the repository's full history")
+    for path in sorted((ROOT / "experiments" / "results").glob("*.json")):
+        recorded = recorded_results(path.stem, start=ROOT / "chapters")
+        p = recorded.provenance
+        assert recorded.path == path
+        assert p.get("matches_commit") or "code" in p or "+" not in p["commit"], path.name
+        script = p.get("matches_commit") or p.get("code", {}).get("experiments/") or p["commit"]
+        commits = [script] + [c.split()[0] for c in p.get("code", {}).values()]
+        assert all(subprocess.run([*git, "cat-file", "-e", f"{c}^{{commit}}"]).returncode == 0 for c in commits)
+        assert subprocess.run([*git, "cat-file", "-e", f"{script}:experiments/{path.stem}.py"]).returncode == 0
+        assert "+uncommitted" not in recorded.describe().splitlines()[1].split("(recorded as")[0]
+
+
+def test_describe_names_the_matching_commit_or_each_parts_commit():
+    p = {"command": "python experiments/x.py", "commit": "abc1234+uncommitted changes", "machine": "m", "date": "d"}
+    matched = Recorded(Path("x.json"), {**p, "matches_commit": "def5678"}, {})
+    assert matched.describe().splitlines()[1] == "code:    commit def5678 (recorded as abc1234+uncommitted changes) | d"
+    parts = Recorded(Path("x.json"), {**p, "matches_commit": None, "code": {"experiments/": "1", "minilm/": "2"}}, {})
+    assert parts.describe().splitlines()[1] == "code:    experiments/ of 1, minilm/ of 2 (see the record's note) | d"
 
 
 def test_a_missing_record_says_where_it_looked_and_how_to_make_it(tmp_path):

@@ -6,7 +6,8 @@
 
 An experiment script (``experiments/<name>.py``) writes the file: its results and their provenance (command, commit,
 machine, date; see ``experiments/common.py``). A record made from code that was never committed as it ran also says
-which commit's code it matches (``matches_commit``, null when none does) and why (``note``).
+which commit's code it matches (``matches_commit``), or, when no single commit holds what ran, which commit each part
+of the code comes from (``code``), and why (``note``).
 """
 
 from __future__ import annotations
@@ -21,16 +22,17 @@ RESULTS = Path("experiments") / "results"  # relative to the repository root
 @dataclass(frozen=True)
 class Recorded:
     path: Path  # the JSON file
-    provenance: dict  # command, commit, machine, date (and matches_commit, note)
+    provenance: dict  # command, commit, machine, date (and matches_commit or code, note)
     results: dict  # what the experiment measured
 
     def describe(self) -> str:
         """The provenance in three lines: the command, the code (commit) and date, the machine."""
         p = self.provenance
         code = f"commit {p['commit']}"
-        if "matches_commit" in p:
-            matched = p["matches_commit"] or "no single commit (see the record's note)"
-            code = f"code of {matched}; recorded as {p['commit']}"
+        if p.get("matches_commit"):
+            code = f"commit {p['matches_commit']} (recorded as {p['commit']})"
+        elif "code" in p:  # parts of the code from different commits: no single commit holds what ran
+            code = ", ".join(f"{part} of {commit}" for part, commit in p["code"].items()) + " (see the record's note)"
         return f"command: {p['command']}\ncode:    {code} | {p['date']}\nmachine: {p['machine']}"
 
 
