@@ -40,16 +40,15 @@
 
 # %%
 import collections
-import json
 import re
 import warnings
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
 import minilm.nn as mnn
+from minilm.analysis import layer_features, probe_layers, recorded_results, sense_vectors, standardize
 from minilm.data import load_gutenberg, load_task
 from minilm.data.senses import WORD_SENSES
 from minilm.data.tasks import UPOS_TAGS
@@ -226,39 +225,14 @@ plt.show()
 #
 # Now the point of it all. `minilm.data.senses` holds ten sentences for each of two senses of "bank" (river /
 # money) and of "play" (a theatre play / to play a game); we run the frozen biLM over them and take the word's vector
-# in each layer.
+# in each layer (`minilm.analysis.sense_vectors`: the biLM reads each sentence's characters, padding is dropped).
 
 # %%
 print({word: {sense: len(texts) for sense, texts in senses.items()} for word, senses in WORD_SENSES.items()})
 print(WORD_SENSES["bank"]["river"][0], "|", WORD_SENSES["bank"]["money"][0])
 
 
-@torch.no_grad()
-def layer_features(model, sentences, batch_size=64):
-    """Every token's vector in each layer: a list of n_layers + 1 tensors (n_tokens, 2d), padding dropped."""
-    per_layer = [[] for _ in range(CONFIG.n_layers + 1)]
-    for i in range(0, len(sentences), batch_size):
-        batch = sentences[i : i + batch_size]
-        lengths = torch.tensor([len(s) for s in batch])
-        mask = (torch.arange(int(lengths.max()))[None, :] < lengths[:, None]).long()  # (B, T), right padding
-        char_ids = mnn.batch_to_char_ids(batch, CONFIG.max_chars)  # (B, T, max_chars): any word, in vocabulary or not
-        for j, h in enumerate(model.features(char_ids=char_ids, attention_mask=mask).hidden_states):
-            per_layer[j].append(h[mask.bool()])  # (tokens in the batch, 2d)
-    return [torch.cat(chunks) for chunks in per_layer]
-
-
-def word_vectors(model, word):
-    """The word's vector in each layer, one row per sentence, and each sentence's sense label."""
-    sentences, labels = [], []
-    for label, texts in enumerate(WORD_SENSES[word].values()):
-        sentences += [t.split() for t in texts]
-        labels += [label] * len(texts)
-    starts = torch.tensor([0] + [len(s) for s in sentences]).cumsum(0)[:-1]  # first token of each sentence
-    where = starts + torch.tensor([s.index(word) for s in sentences])
-    return [layer[where] for layer in layer_features(model, sentences)], torch.tensor(labels)
-
-
-vectors = {word: word_vectors(biLM, word) for word in WORD_SENSES}
+vectors = {word: sense_vectors(biLM, word, WORD_SENSES[word]) for word in WORD_SENSES}
 bank_layers, _ = vectors["bank"]
 print("layer 0: 'bank' has one vector in all 20 sentences:", bool((bank_layers[0] == bank_layers[0][0]).all()))
 print("layer 1: 20 different vectors:", len(torch.unique(bank_layers[1], dim=0)))
@@ -301,7 +275,7 @@ def sense_table(word_vectors_by_word):
 
 
 live_senses = sense_table(vectors)
-control_senses = sense_table({word: word_vectors(untrained, word) for word in WORD_SENSES})
+control_senses = sense_table({word: sense_vectors(untrained, word, WORD_SENSES[word]) for word in WORD_SENSES})
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -356,7 +330,7 @@ print("parameters:", count_parameters(mix), "(3 weights and gamma)")
 # Our miniature: UD English-EWT's universal POS tags (17 of them), the course's train split (1,854 sentences,
 # 23k words) and EWT test (25k words). The biLM reads each sentence's characters (UD's words need no vocabulary),
 # its three layers are frozen features, standardised per dimension, and a linear tagger is trained on each layer
-# alone and on a ScalarMix of all three.
+# alone and on a ScalarMix of all three (`minilm.analysis.probe_layers`: Adam, five epochs over the training words).
 
 # %%
 pos_data = {}
@@ -365,37 +339,14 @@ for split in ("train", "test"):
     tags = torch.tensor([UPOS_TAGS.index(t) for e in examples for t in e.tags])  # (n_tokens,)
     pos_data[split] = (layer_features(biLM, [e.tokens for e in examples]), tags)
 (train_layers, train_tags), (test_layers, test_tags) = pos_data["train"], pos_data["test"]
-mean_std = [(h.mean(0), h.std(0) + 1e-6) for h in train_layers]
-train_layers = [(h - m) / s for h, (m, s) in zip(train_layers, mean_std, strict=True)]
-test_layers = [(h - m) / s for h, (m, s) in zip(test_layers, mean_std, strict=True)]
+train_layers, test_layers = standardize(train_layers, test_layers)  # mean 0, std 1 per dimension (training stats)
 print(f"{len(train_tags):,} training and {len(test_tags):,} test words; features", tuple(test_layers[1].shape))
 
 
 # %%
-def pos_probe(train_layers, test_layers, mix=False, epochs=5, seed=0):
-    """A linear tagger on frozen features (one layer, or a ScalarMix of several): test accuracy, mix weights."""
-    torch.manual_seed(seed)
-    scalar_mix = mnn.ScalarMix(len(train_layers)) if mix else None
-    classifier = torch.nn.Linear(train_layers[0].size(-1), len(UPOS_TAGS))
-    parameters = list(classifier.parameters()) + (list(scalar_mix.parameters()) if mix else [])
-    optimizer = torch.optim.Adam(parameters, lr=3e-3)
-
-    def logits(layers):
-        return classifier(scalar_mix(layers) if mix else layers[0])
-
-    for _ in range(epochs):
-        for batch in torch.randperm(len(train_tags)).split(256):
-            loss = F.cross_entropy(logits([h[batch] for h in train_layers]), train_tags[batch])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    with torch.no_grad():
-        accuracy = (logits(test_layers).argmax(-1) == test_tags).float().mean().item()
-    return accuracy, (torch.softmax(scalar_mix.weights, 0).tolist() if mix else None)
-
-
-live_pos = {f"layer {j}": pos_probe([train_layers[j]], [test_layers[j]])[0] for j in range(3)}
-live_pos["ScalarMix"], live_weights = pos_probe(train_layers, test_layers, mix=True)
+live_table = probe_layers(train_layers, train_tags, test_layers, test_tags, n_classes=len(UPOS_TAGS))
+live_pos = {name: row["accuracy"] for name, row in live_table.items()}  # "layer 0", "layer 1", "layer 2", "ScalarMix"
+live_weights = live_table["ScalarMix"]["weights"]
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -415,11 +366,9 @@ assert live_pos["ScalarMix"] > max(live_pos[f"layer {j}"] for j in range(3)) - 0
 # Its recorded results:
 
 # %%
-root = next(p for p in (Path.cwd(), *Path.cwd().parents) if (p / "experiments" / "results").is_dir())
-recorded = json.loads((root / "experiments/results/ch01_elmo_layers.json").read_text())
-provenance, results = recorded["provenance"], recorded["results"]
-print("command:", provenance["command"], "| commit:", provenance["commit"], "|", provenance["date"])
-print("machine:", provenance["machine"])
+recorded = recorded_results("ch01_elmo_layers")
+print(recorded.describe())
+results = recorded.results
 print(f"{results['steps']} steps; held-out perplexity {results['valid_perplexity']:.1f}\n")
 rows = list(results["trained"]["pos"])
 print(f"{'POS accuracy (EWT test)':26s}" + "".join(f"{r:>11s}" for r in rows))

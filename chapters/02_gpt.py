@@ -36,7 +36,6 @@
 # %%
 import dataclasses
 import itertools
-import json
 import math
 import shutil
 import tempfile
@@ -45,6 +44,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 
+from minilm.analysis import recorded_results, zero_shot_scores
 from minilm.data import load_gutenberg, load_task
 from minilm.data.tasks import TASKS
 from minilm.finetune import cli as finetune
@@ -52,7 +52,7 @@ from minilm.finetune.config import DEFAULT_TRAIN as FINETUNE_TRAIN
 from minilm.finetune.config import FinetuneConfig
 from minilm.finetune.model import GPT_DELIM, GPT_EXTRACT, GPT_START, gpt_inputs
 from minilm.finetune.tasks import Encoder, task_kind
-from minilm.generation import continuation_log_prob, top_k_filter, top_p_filter
+from minilm.generation import top_k_filter, top_p_filter
 from minilm.models import GPT, GPTConfig
 from minilm.models.gpt import gpt_config
 from minilm.objectives.causal_lm import causal_lm_loss, language_model_blocks
@@ -348,42 +348,32 @@ plt.show()
 #
 # Words may span several BPE tokens, so we compare the log-probability of the whole continuation,
 # $\log P(\text{" positive"} \mid x, \text{" very"}) = \sum_j \log P(c_j \mid x, \text{" very"}, c_{<j})$, which
-# `minilm.generation.continuation_log_prob` computes:
-
+# `minilm.generation.continuation_log_prob` computes. `minilm.analysis.zero_shot_scores` applies the rule: the accuracy
+# of "the likelier label word", the same rule calibrated (Zhao et al. 2021) by each word's log-probability after the
+# content-free prompt "N/A very", and the fraction of examples the raw rule gives each label.
 
 # %%
-def zero_shot_sst2(model, tokenizer, examples):
-    """Accuracy of "append ' very', compare P(' positive') with P(' negative')" (Radford et al. 2018, §5); the same
-    rule calibrated (Zhao et al. 2021) by each word's log-probability after the content-free prompt "N/A very";
-    and the fraction of examples the raw rule calls positive."""
-    prompts = [e.text + " very" for e in examples]
-    positive = continuation_log_prob(model, tokenizer, prompts, " positive")  # (N,)
-    negative = continuation_log_prob(model, tokenizer, prompts, " negative")
-    prior = continuation_log_prob(model, tokenizer, ["N/A very"], " positive") - continuation_log_prob(
-        model, tokenizer, ["N/A very"], " negative"
-    )
-    labels = torch.tensor([e.label for e in examples])  # 1 = positive
-    raw = ((positive > negative).long() == labels).float().mean().item()
-    calibrated = ((positive - negative > prior).long() == labels).float().mean().item()
-    return raw, calibrated, (positive > negative).float().mean().item()
-
-
 sst2_sample = finetune.sample(load_task("sst2", "validation"), 200, seed=0)
 print("labels in the sample: positive", sum(e.label for e in sst2_sample), "of", len(sst2_sample))
 print("' positive' ->", tokenizer.tokenize(" positive"), " ' negative' ->", tokenizer.tokenize(" negative"))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+texts, labels = [e.text for e in sst2_sample], [e.label for e in sst2_sample]  # 1 = positive
 live_zero_shot = {}
 for path in sorted((run_dir / "checkpoints").glob("step_*")):
     ckpt.load_weights(path, model)
-    live_zero_shot[ckpt.read_meta(path)["step"]] = zero_shot_sst2(model.eval(), tokenizer, sst2_sample)
-for step, (raw, calibrated, positive) in live_zero_shot.items():
-    print(f"step {step:3d}: accuracy {raw:.3f}, calibrated {calibrated:.3f}; called positive: {positive:.2f}")
+    scores = zero_shot_scores(model.eval(), tokenizer, texts, labels, (" negative", " positive"), template="{} very")
+    live_zero_shot[ckpt.read_meta(path)["step"]] = scores
+for step, s in live_zero_shot.items():
+    print(
+        f"step {step:3d}: accuracy {s['accuracy']:.3f}, calibrated {s['calibrated_accuracy']:.3f}; "
+        f"called positive: {s['predicted_fraction'][1]:.2f}"
+    )
 
 # %%
 assert len(live_zero_shot) == STEPS // EVERY + 1
-assert all(0 <= x <= 1 for scores in live_zero_shot.values() for x in scores)
+assert all(0 <= s["accuracy"] <= 1 and 0 <= s["calibrated_accuracy"] <= 1 for s in live_zero_shot.values())
 
 # %% [markdown]
 # The live model's numbers hover around chance: with 0.7M parameters and a minute on five novels it has barely
@@ -392,11 +382,9 @@ assert all(0 <= x <= 1 for scores in live_zero_shot.values() for x in scores)
 # SST-2 validation sentences, at every 100 steps. Its recorded results:
 
 # %%
-recorded = json.loads(Path("../experiments/results/ch02_gpt.json").read_text())
-provenance, results = recorded["provenance"], recorded["results"]
-print("command:", provenance["command"])
-print("commit: ", provenance["commit"], "| date:", provenance["date"])
-print("machine:", provenance["machine"].split(", load")[0])
+recorded = recorded_results("ch02_gpt")
+print(recorded.describe())
+results = recorded.results
 curve = results["zero_shot"]
 print("positive labels in the 500 sentences:", results["zero_shot_positive_fraction"])
 for p in curve:

@@ -41,7 +41,6 @@
 
 # %%
 import dataclasses
-import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -51,6 +50,7 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
+from minilm.analysis import recorded_results
 from minilm.data import Document, load_gutenberg
 from minilm.finetune.cli import run as finetune
 from minilm.finetune.config import DEFAULT_TRAIN as FINETUNE_DEFAULTS
@@ -398,18 +398,9 @@ assert 0 <= live["squad2"]["squad_em"] <= live["squad2"]["squad_f1"] <= 100
 # one collapsed to the same vector at every position at this learning rate). Its recorded results:
 
 # %%
-REPO = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "experiments" / "results").is_dir())
-
-
-def load_results(name):
-    """An experiment's recorded results; prints the provenance (command, commit, date, machine)."""
-    recorded = json.loads((REPO / "experiments" / "results" / f"{name}.json").read_text())
-    provenance = recorded["provenance"]
-    print(f"{provenance['command']} — commit {provenance['commit']}, {provenance['date']}, {provenance['machine']}")
-    return recorded["results"]
-
-
-table5 = load_results("ch03_pretraining_ablation")
+recorded = recorded_results("ch03_pretraining_ablation")
+print(recorded.describe())
+table5 = recorded.results
 headline = table5["headline_metric"]
 print(f"\n{'model':20s}" + "".join(f"{task + ' ' + metric:>18s}" for task, metric in headline.items()))
 for name, scores in table5["table"].items():
@@ -480,7 +471,9 @@ assert 0 <= frozen["accuracy"] <= 1
 # linear head on frozen features vs fine-tuning all parameters, and a frozen *untrained* BERT as the floor):
 
 # %%
-table7 = load_results("ch03_feature_based")
+recorded = recorded_results("ch03_feature_based")
+print(recorded.describe())
+table7 = recorded.results
 print(f"\n{'features':45s} {'UD POS acc':>10s} {'paper (CoNLL F1)':>17s}")
 for name, scores in table7["table"].items():
     paper = table7["paper_conll2003_dev_f1"].get(name)

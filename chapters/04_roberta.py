@@ -44,13 +44,12 @@
 # 6. a miniature of Table 2: a tiny model pretrained per format, then fine-tuned on SST-2 and SNLI.
 
 # %%
-import json
 import math
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
 
+from minilm.analysis import recorded_results
 from minilm.data import load_wikitext
 from minilm.models.bert import ROBERTA, ROBERTA_SIZES, Bert, BertConfig, RobertaConfig
 from minilm.objectives.mlm import DynamicMasking, MaskingConfig, StaticMaskedDataset, masked_positions
@@ -437,11 +436,9 @@ print("byte-level BPE sequences within 15% of WordPiece's on WikiText:", abs(rat
 # accuracy on 1,000 validation examples). It ran once; its recorded results:
 
 # %%
-root = Path.cwd() if (Path.cwd() / "experiments").is_dir() else Path.cwd().parent  # run from chapters/ or the root
-recorded = json.loads((root / "experiments/results/ch04_input_formats.json").read_text())
-for key, value in recorded["provenance"].items():
-    print(f"{key:8s} {value}")
-setup, rows = recorded["results"]["setup"], recorded["results"]["rows"]
+recorded = recorded_results("ch04_input_formats")
+print(recorded.describe())
+setup, rows = recorded.results["setup"], recorded.results["rows"]
 print(f"model: {setup['model']}; {setup['pretrain_steps']} steps x {setup['tokens_per_step']} tokens")
 
 # %%

@@ -27,13 +27,14 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.common import save_results  # noqa: E402
+from experiments.common import begin, save_results  # noqa: E402
+from minilm.analysis import layer_features, probe_layers, sense_vectors, standardize  # noqa: E402
 from minilm.data import load_gutenberg, load_task  # noqa: E402
 from minilm.data.senses import WORD_SENSES  # noqa: E402
 from minilm.data.tasks import UPOS_TAGS  # noqa: E402
 from minilm.metrics import nearest_centroid_accuracy  # noqa: E402
 from minilm.models.elmo import ELMo, ELMoConfig  # noqa: E402
-from minilm.nn import ScalarMix, batch_to_char_ids  # noqa: E402
+from minilm.nn import batch_to_char_ids  # noqa: E402
 from minilm.objectives.bilm import bilm_loss  # noqa: E402
 from minilm.objectives.causal_lm import language_model_blocks  # noqa: E402
 from minilm.utils import reproducible  # noqa: E402
@@ -94,32 +95,12 @@ def train_bilm(steps, stream, spelling, target, batch_size=32, seq_len=32, lr=2e
     return model, losses, valid_loss
 
 
-@torch.no_grad()
-def layer_features(model, sentences, batch_size=64):
-    """Every token's representation in each layer: a list of n_layers + 1 tensors (n_tokens, 2d)."""
-    per_layer = None
-    for i in range(0, len(sentences), batch_size):
-        batch = sentences[i : i + batch_size]
-        lengths = torch.tensor([len(s) for s in batch])
-        mask = (torch.arange(int(lengths.max()))[None, :] < lengths[:, None]).long()  # (B, T)
-        layers = model.features(char_ids=batch_to_char_ids(batch, MAX_CHARS), attention_mask=mask).hidden_states
-        flat = [h[mask.bool()] for h in layers]  # each (tokens in batch, 2d)
-        per_layer = flat if per_layer is None else [torch.cat(pair) for pair in zip(per_layer, flat, strict=True)]
-    return per_layer
-
-
 def sense_scores(model, word, senses):
     """Per layer: leave-one-out nearest-sense-centroid accuracy (a tie counts 1/2) and within − between cosine."""
-    sentences, labels = [], []
-    for label, texts in enumerate(senses.values()):
-        sentences += [t.split() for t in texts]
-        labels += [label] * len(texts)
-    labels = torch.tensor(labels)
-    positions = [s.index(word) for s in sentences]
-    starts = torch.tensor([0] + [len(s) for s in sentences]).cumsum(0)[:-1]
+    layers, labels = sense_vectors(model, word, senses)
     scores = []
-    for layer in layer_features(model, sentences):
-        vectors = F.normalize(layer[starts + torch.tensor(positions)], dim=-1)  # (n, 2d), one per sentence
+    for layer in layers:
+        vectors = F.normalize(layer, dim=-1)  # (n, 2d), one per sentence
         scores.append({"nn_accuracy": nearest_centroid_accuracy(vectors, labels), **cosine_gap(vectors, labels)})
     return scores
 
@@ -132,41 +113,8 @@ def cosine_gap(vectors, labels):
     return {"within": within, "between": between, "gap": within - between}
 
 
-def standardize(train_layers, test_layers):
-    """Each layer's features to mean 0, std 1 per dimension (train statistics): the probes then train alike."""
-    out_train, out_test = [], []
-    for train, test in zip(train_layers, test_layers, strict=True):
-        mean, std = train.mean(0), train.std(0) + 1e-6
-        out_train.append((train - mean) / std)
-        out_test.append((test - mean) / std)
-    return out_train, out_test
-
-
-def pos_probe(train_layers, train_tags, test_layers, test_tags, mix: bool, epochs=5, lr=3e-3, batch_size=256, seed=0):
-    """A linear tagger on frozen features (one layer, or a ScalarMix of all of them), trained with Adam on
-    mini-batches of tokens; returns its test accuracy and the mix's softmax weights."""
-    torch.manual_seed(seed)
-    scalar_mix = ScalarMix(len(train_layers)) if mix else None
-    classifier = torch.nn.Linear(train_layers[0].size(-1), len(UPOS_TAGS))
-    params = list(classifier.parameters()) + (list(scalar_mix.parameters()) if mix else [])
-    optimizer = torch.optim.Adam(params, lr=lr)
-
-    def logits(layers):
-        return classifier(scalar_mix(layers) if mix else layers[0])
-
-    for _ in range(epochs):
-        for batch in torch.randperm(len(train_tags)).split(batch_size):
-            loss = F.cross_entropy(logits([h[batch] for h in train_layers]), train_tags[batch])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    with torch.no_grad():
-        accuracy = (logits(test_layers).argmax(-1) == test_tags).float().mean().item()
-    weights = torch.softmax(scalar_mix.weights, 0).tolist() if mix else None
-    return accuracy, weights
-
-
 def pos_table(model, seeds=(0, 1, 2)):
+    """A linear tagger on each standardised layer and on a ScalarMix of all of them, for each probe seed."""
     data = {}
     for split in ("train", "test"):
         examples = load_task("ud_pos", split)
@@ -174,17 +122,7 @@ def pos_table(model, seeds=(0, 1, 2)):
         data[split] = (layer_features(model, [e.tokens for e in examples]), tags)
     (train_layers, train_tags), (test_layers, test_tags) = data["train"], data["test"]
     train_layers, test_layers = standardize(train_layers, test_layers)
-    rows = {}
-    for j in range(len(train_layers)):
-        accs = [pos_probe([train_layers[j]], train_tags, [test_layers[j]], test_tags, False, seed=s)[0] for s in seeds]
-        rows[f"layer {j}"] = {"accuracy": sum(accs) / len(accs), "per_seed": accs}
-    runs = [pos_probe(train_layers, train_tags, test_layers, test_tags, True, seed=s) for s in seeds]
-    rows["ScalarMix"] = {
-        "accuracy": sum(a for a, _ in runs) / len(runs),
-        "per_seed": [a for a, _ in runs],
-        "weights": runs[0][1],
-    }
-    return rows
+    return probe_layers(train_layers, train_tags, test_layers, test_tags, len(UPOS_TAGS), seeds)
 
 
 def evaluate(model):
@@ -199,6 +137,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    recorded = args.steps >= 1000  # shorter runs are smoke tests, not saved
+    if recorded:
+        begin()
     torch.set_num_threads(args.threads)
     start = time.time()
     stream, spelling, target = corpus(CONFIG["vocab_size"])
@@ -226,7 +167,7 @@ def main() -> None:
         for word, layers in res["senses"].items():
             print(" ", word, [(round(s["nn_accuracy"], 3), round(s["gap"], 3)) for s in layers])
     print(f"valid perplexity {results['valid_perplexity']:.1f}; {results['seconds']:.0f} s")
-    if args.steps >= 1000:
+    if recorded:
         print("saved", save_results("ch01_elmo_layers", results))
 
 

@@ -28,13 +28,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.common import save_results  # noqa: E402
+from experiments.common import begin, reuse, save_results, stamp  # noqa: E402
+from minilm.analysis import zero_shot_scores  # noqa: E402
 from minilm.data import load_task  # noqa: E402
 from minilm.finetune import cli as finetune  # noqa: E402
 from minilm.finetune.config import DEFAULT_TRAIN as FINETUNE_TRAIN  # noqa: E402
 from minilm.finetune.config import FinetuneConfig  # noqa: E402
 from minilm.finetune.model import from_pretrained  # noqa: E402
-from minilm.generation import continuation_log_prob  # noqa: E402
 from minilm.train import checkpoint as ckpt  # noqa: E402
 from minilm.train import pretrain  # noqa: E402
 from minilm.train.trainer import TrainConfig, read_metrics  # noqa: E402
@@ -59,16 +59,22 @@ TASKS = {  # task -> (FinetuneConfig fields, TrainConfig fields); the test split
 
 
 def pretrain_gpt() -> None:
-    """The pretraining run, and its step-0 twin (same seed, same config, same tokenizer)."""
-    if not (RUN_DIR / "checkpoints").is_dir():
+    """The pretraining run, and its step-0 twin (same seed, same config, same tokenizer); reused when they exist."""
+    if (RUN_DIR / "checkpoints").is_dir():
+        reuse(RUN_DIR)
+    else:
         pretrain.run(PRETRAIN_JOB, _with(PRETRAIN_TRAIN, run_dir=str(RUN_DIR), progress=False), {})
-    if not (INIT_DIR / "checkpoints").is_dir():
+        stamp(RUN_DIR)
+    if (INIT_DIR / "checkpoints").is_dir():
+        reuse(INIT_DIR)
+    else:
         final = ckpt.find_checkpoint(RUN_DIR)
         body = from_pretrained(str(final), {})
         torch.manual_seed(PRETRAIN_TRAIN.seed)  # pretrain.run seeds this way before building the model
         initial = body.entry.build(body.config)
         ckpt.save_checkpoint(INIT_DIR, 0, initial, config=ckpt.read_meta(final)["config"], keep_last=None)
         body.tokenizer.save(INIT_DIR / "tokenizer")
+        stamp(INIT_DIR)
 
 
 def _with(config, **fields):
@@ -78,22 +84,14 @@ def _with(config, **fields):
 
 
 def zero_shot_sst2(model, tokenizer, examples) -> dict:
-    """Radford et al. 2018 §5: append " very", compare P(" positive") with P(" negative").
-
-    Also the calibrated rule of Zhao et al. (2021, "Calibrate Before Use"): subtract each word's log-probability
-    after the content-free prompt "N/A very", so that a model preferring one word everywhere is not rewarded for it.
-    """
-    prompts = [e.text + " very" for e in examples]
-    positive = continuation_log_prob(model, tokenizer, prompts, " positive")
-    negative = continuation_log_prob(model, tokenizer, prompts, " negative")
-    prior = continuation_log_prob(model, tokenizer, ["N/A very"], " positive") - continuation_log_prob(
-        model, tokenizer, ["N/A very"], " negative"
-    )
-    labels = torch.tensor([e.label for e in examples])  # 1 = positive
+    """Radford et al. 2018 §5: append " very", compare P(" positive") with P(" negative"); also calibrated by the
+    content-free prompt "N/A very" (Zhao et al. 2021), see minilm.analysis.zero_shot."""
+    texts, labels = [e.text for e in examples], [e.label for e in examples]  # 1 = positive
+    scores = zero_shot_scores(model, tokenizer, texts, labels, (" negative", " positive"), template="{} very")
     return {
-        "sst2_zero_shot_accuracy": ((positive > negative).long() == labels).float().mean().item(),
-        "calibrated_accuracy": ((positive - negative > prior).long() == labels).float().mean().item(),
-        "predicted_positive": (positive > negative).float().mean().item(),
+        "sst2_zero_shot_accuracy": scores["accuracy"],
+        "calibrated_accuracy": scores["calibrated_accuracy"],
+        "predicted_positive": scores["predicted_fraction"][1],
     }
 
 
@@ -140,6 +138,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stage", choices=("pretrain", "all"), default="all", help="pretrain only, or everything")
     args = parser.parse_args()
+    begin()
     reproducible(seed=0, threads=2)
     start = time.perf_counter()
     pretrain_gpt()

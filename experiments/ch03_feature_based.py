@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from experiments.ch03_pretraining_ablation import FINETUNE, SIZE, VARIANTS, finetune_scores, pretrain  # noqa: E402
-from experiments.common import save_results  # noqa: E402
+from experiments.common import begin, save_results  # noqa: E402
 from minilm.utils import reproducible  # noqa: E402
 
 TASK = "ud_pos"
@@ -40,6 +40,7 @@ ROWS = {
 
 
 def main() -> None:
+    begin()
     reproducible(seed=0, threads=2)
     start = time.perf_counter()
     name, model, objective, settings = VARIANTS[0]  # BERT (MLM + NSP)

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from experiments.common import save_results  # noqa: E402
+from experiments.common import begin, reuse, save_results, stamp  # noqa: E402
 from minilm.data import Document, load_gutenberg  # noqa: E402
 from minilm.finetune.cli import run as finetune  # noqa: E402
 from minilm.finetune.config import DEFAULT_TRAIN as FINETUNE_TRAIN  # noqa: E402
@@ -70,7 +70,7 @@ def pretrain(model: str, objective: str, settings: dict, name: str, steps: int =
     """Pretrain ``model`` with ``objective`` into runs/ch03/<name> (reused when it is already there)."""
     run_dir = RUNS / name
     if (run_dir / "checkpoints").is_dir() and ckpt.find_checkpoint(run_dir):
-        return run_dir
+        return reuse(run_dir)
     entry, task = get_model(model), get_objective(objective, model)
     # Both BERT variants read the same segment pairs (No NSP just drops that loss); the LTR model a token stream.
     job = PretrainConfig(model=model, objective=objective, format="segment_pair", seq_len=SEQ_LEN, size="tiny")
@@ -90,6 +90,7 @@ def pretrain(model: str, objective: str, settings: dict, name: str, steps: int =
     start = time.perf_counter()
     trainer.fit()
     tokenizer.save(run_dir / "tokenizer")
+    stamp(run_dir)
     losses = [e["loss"] for e in trainer.history if e["split"] == "train"]
     seconds = time.perf_counter() - start
     print(f"{name}: {len(examples):,} examples, loss {losses[0]:.2f} -> {losses[-1]:.2f} ({seconds:.0f} s)")
@@ -113,6 +114,7 @@ def finetune_scores(pretrained: str, task: str, lr: float = FINETUNE.lr, **job_o
 
 
 def main() -> None:
+    begin()
     reproducible(seed=0, threads=2)
     start = time.perf_counter()
     rows, pretraining_loss = {}, {}

@@ -33,7 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.common import save_results  # noqa: E402
+from experiments.common import begin, save_results  # noqa: E402
 from minilm.data import load_task  # noqa: E402
 from minilm.finetune.cli import run as finetune  # noqa: E402
 from minilm.finetune.config import DEFAULT_TRAIN as FINETUNE_TRAIN  # noqa: E402
@@ -123,6 +123,7 @@ def main() -> None:
     parser.add_argument("--train-examples", type=int, default=4000, help="fine-tuning examples per task")
     parser.add_argument("--eval-examples", type=int, default=1000, help="evaluation examples per task")
     args = parser.parse_args()
+    begin()
     reproducible(seed=0, threads=1)
     started = time.perf_counter()
 

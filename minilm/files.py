@@ -3,14 +3,23 @@ checkpoints, run directories, the download cache and recorded experiment results
 
 A file is written beside its destination under a temporary name, flushed and fsynced, then renamed over the
 destination (a rename within one folder is atomic on POSIX and Windows); readers see the old file or the new one,
-never a mixture. On any error the temporary file is removed and the destination is left as it was.
+never a mixture. On any error the temporary file is removed and the destination is left as it was. A folder of
+files (a checkpoint) is committed the same way: filled under a temporary name, then renamed into place.
+
+    with atomic_file(path) as file: ...           # stream into it (a download); atomic_write_bytes/_text for data
+    with atomic_folder(path) as tmp: write_durably(tmp / "a.bin", data) ...
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 TMP_PREFIX = ".tmp-"  # temporary names start with it, so a folder's leftovers are easy to find and remove
 
@@ -43,20 +52,78 @@ def write_durably(path: str | os.PathLike, data: bytes) -> dict:
     return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> dict:
-    """Replace ``path`` with ``data`` atomically (temporary file, fsync, rename); returns its sha256 and size."""
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 hex digest of the file at ``path``, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while block := file.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _temporary_name(path: Path, what: str = "") -> Path:
+    """A fresh name beside ``path``: two writers of the same destination never share a temporary file."""
+    return path.with_name(f"{TMP_PREFIX}{what}{path.name}.{uuid.uuid4().hex[:8]}")
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """A binary file to write that becomes ``path`` when the ``with`` block ends without error (fsynced, then
+    renamed over it); an error or Ctrl-C inside the block removes it and leaves ``path`` as it was."""
     path = Path(path)
-    tmp = path.with_name(f"{TMP_PREFIX}{path.name}")
+    tmp = _temporary_name(path)
     try:
-        written = write_durably(tmp, data)
+        with open(tmp, "xb") as file:
+            yield file
+            file.flush()
+            os.fsync(file.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
-    return written
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> dict:
+    """Replace ``path`` with ``data`` atomically (temporary file, fsync, rename); returns its sha256 and size."""
+    with atomic_file(path) as file:
+        file.write(data)
+    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> dict:
     """:func:`atomic_write_bytes` of ``text`` in UTF-8."""
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@contextmanager
+def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """An empty temporary folder to fill (with :func:`write_durably`) that becomes ``path`` when the ``with`` block
+    ends without error; a folder already at ``path`` is replaced (and put back if the rename fails). An error or
+    Ctrl-C inside the block removes the temporary folder and leaves ``path`` as it was."""
+    path = Path(path)
+    tmp = _temporary_name(path)
+    tmp.mkdir()
+    try:
+        yield tmp
+        fsync_dir(tmp)
+        _rename_folder(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def _rename_folder(tmp: Path, path: Path) -> None:
+    """Rename ``tmp`` to ``path``; POSIX cannot rename onto a non-empty folder, so an old one is moved aside first."""
+    if not path.exists():
+        os.rename(tmp, path)
+        return
+    replaced = _temporary_name(path, "replaced-")
+    os.rename(path, replaced)
+    try:
+        os.rename(tmp, path)
+    except BaseException:
+        os.rename(replaced, path)
+        raise
+    shutil.rmtree(replaced, ignore_errors=True)

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import minilm.files
 import minilm.train.checkpoint as checkpoint_module
 from minilm.models import Transformer, TransformerConfig
 from minilm.train.checkpoint import (
@@ -181,7 +182,7 @@ def test_full_disk_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeyp
 
         monkeypatch.setattr(os, "rename", rename)
     else:
-        real_write = checkpoint_module._write_file
+        real_write = checkpoint_module.write_durably
 
         def write(path, data):
             if path.name == failing:
@@ -189,7 +190,7 @@ def test_full_disk_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeyp
                 raise disk_full
             return real_write(path, data)
 
-        monkeypatch.setattr(checkpoint_module, "_write_file", write)
+        monkeypatch.setattr(checkpoint_module, "write_durably", write)
 
     with pytest.raises(CheckpointError) as info:
         save_checkpoint(tmp_path, 10, model, optimizer, scheduler, scaler, trainer_state={"step": 10})
@@ -346,3 +347,8 @@ def test_resuming_an_optimizer_from_a_checkpoint_without_one_is_refused(tmp_path
     model = TinyLM()
     with pytest.raises(CheckpointError, match="has no optimizer state .* use load_weights"):
         load_checkpoint(tmp_path, model, torch.optim.AdamW(model.parameters()))
+
+
+def test_one_checkpoint_error_for_the_package():
+    """Run checkpoints raise minilm.files.CheckpointError, a ValueError the CLIs turn into one clear line."""
+    assert CheckpointError is minilm.files.CheckpointError and issubclass(CheckpointError, ValueError)

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 from minilm.data.errors import ChecksumError, DataError
 from minilm.data.registry import DataFile, get_file
+from minilm.files import atomic_file, file_sha256
 
 _CHUNK = 1 << 16
 _verified: dict[Path, tuple[int, int]] = {}  # path -> (size, mtime_ns) when its sha256 last matched
@@ -67,11 +67,7 @@ def _verify(path: Path, entry: DataFile, fix: str) -> None:
     stamp = _stamp(path)
     if _verified.get(path) == stamp:
         return
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    _check(entry, stamp[0], digest.hexdigest(), fix)
+    _check(entry, stamp[0], file_sha256(path), fix)
     _verified[path] = stamp
 
 
@@ -89,24 +85,18 @@ def _download(entry: DataFile, url: str, dest: Path, timeout: float) -> None:
     import urllib.request
 
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    tmp = Path(tmp_name)
-    try:
+    with atomic_file(dest) as out:  # a failed download or check below leaves nothing in the cache
         digest, size = hashlib.sha256(), 0
-        with os.fdopen(fd, "wb") as out:
-            try:
-                with urllib.request.urlopen(url, timeout=timeout) as response:
-                    # Read one byte past the expected size at most, so a wrong file cannot fill the disk.
-                    while size <= entry.bytes and (chunk := response.read(_CHUNK)):
-                        out.write(chunk)
-                        digest.update(chunk)
-                        size += len(chunk)
-            except (OSError, ValueError, http.client.HTTPException) as e:
-                raise DataError(
-                    f"could not download {entry.dataset}/{entry.name} from {url}: {e}. If there is no network, "
-                    f"set MINILM_DATA_DIR to a mirror that holds {entry.dataset}/{entry.name}"
-                ) from e
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response:
+                # Read one byte past the expected size at most, so a wrong file cannot fill the disk.
+                while size <= entry.bytes and (chunk := response.read(_CHUNK)):
+                    out.write(chunk)
+                    digest.update(chunk)
+                    size += len(chunk)
+        except (OSError, ValueError, http.client.HTTPException) as e:
+            raise DataError(
+                f"could not download {entry.dataset}/{entry.name} from {url}: {e}. If there is no network, "
+                f"set MINILM_DATA_DIR to a mirror that holds {entry.dataset}/{entry.name}"
+            ) from e
         _check(entry, size, digest.hexdigest(), fix=f"downloaded from {url}; nothing was saved")
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -21,6 +21,49 @@ from torch import nn
 
 from minilm.train.device import resolve_device
 
+# ------------------------------------------------------------------------------------------ FSDP state dicts
+# A sharded model's checkpoint holds the full tensors (gathered by ``full_state_dicts``), so it loads anywhere;
+# loading it back into a sharded model scatters them again. ``minilm.train.checkpoint`` calls these.
+
+
+def is_sharded(model: nn.Module) -> bool:
+    """Whether FSDP (``fully_shard``) manages the model: its tensors are then shards of the full ones."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+def model_class_name(model: nn.Module) -> str:
+    """The model's own class name; FSDP wraps it in a generated subclass called ``FSDP<name>``."""
+    if not is_sharded(model):
+        return type(model).__name__
+    from torch.distributed.fsdp import FSDPModule
+
+    return next(c for c in type(model).__mro__ if FSDPModule not in c.__mro__).__name__
+
+
+def set_full_model_state(model: nn.Module, weights: dict, strict: bool = True) -> None:
+    """Load full tensors into a sharded model: every process reads them all and keeps its shards."""
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict
+
+    set_model_state_dict(model, weights, options=_full_state_options(strict=strict))
+
+
+def load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
+    """``optimizer.load_state_dict(state)``; for a sharded model, the full state is split into its shards."""
+    if not is_sharded(model):
+        optimizer.load_state_dict(state)
+        return
+    from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
+    set_optimizer_state_dict(model, optimizer, state, options=_full_state_options())
+
+
+def _full_state_options(strict: bool = True, cpu_offload: bool = False):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, strict=strict, cpu_offload=cpu_offload)
+
 
 @dataclass
 class DistributedContext:
@@ -68,17 +111,11 @@ class DistributedContext:
 
         A collective: every process must call it.
         """
-        from torch.distributed.fsdp import FSDPModule
-
-        if not isinstance(model, FSDPModule):
+        if not is_sharded(model):
             return None, None
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions,
-            get_model_state_dict,
-            get_optimizer_state_dict,
-        )
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
 
-        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        options = _full_state_options(cpu_offload=True)
         return get_model_state_dict(model, options=options), get_optimizer_state_dict(model, optimizer, options=options)
 
     def no_sync(self, wrapped: nn.Module):

@@ -43,6 +43,7 @@ from minilm.train import checkpoint as ckpt
 from minilm.train.config import ConfigError, choice, to_dict
 from minilm.train.device import resolve_precision
 from minilm.train.distributed import DistributedContext
+from minilm.train.rng import capture_rng_state, restore_rng_state
 
 
 class TrainingError(RuntimeError):
@@ -330,7 +331,7 @@ class Trainer:
         """One optimizer step; returns the big batch's loss (the same in any number of processes) and the tokens
         this process saw. The loss and each of its parts are kept in ``last_losses``."""
         self.wrapped.train()
-        self._step_rng = ckpt.capture_rng_state()  # an interrupted step is rolled back to here (see fit)
+        self._step_rng = capture_rng_state()  # an interrupted step is rolled back to here (see fit)
         micro_batches, units = self._micro_batches(self.step)
         totals = self._global_units(units) if units is not None else None
         world, accum = self.dist.world_size, len(micro_batches)
@@ -530,7 +531,7 @@ class Trainer:
             # Roll the unfinished step back (its gradients and random draws) so the checkpoint resumes exactly.
             self.optimizer.zero_grad(set_to_none=True)
             if self._step_rng is not None:
-                ckpt.restore_rng_state(self._step_rng)
+                restore_rng_state(self._step_rng)
             saved = self.save() if self.run_dir is not None else None
             where = f"; saved {saved}: resume with --resume {self.run_dir}" if saved else ""
             raise KeyboardInterrupt(f"interrupted at step {self.step}{where}") from None
