@@ -22,7 +22,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -84,6 +84,8 @@ class TrainConfig:
 class LossOutput:
     loss: torch.Tensor  # scalar: the mean loss of the micro-batch
     n_tokens: int  # tokens (or examples) it covers, for throughput
+    parts: dict[str, torch.Tensor] = field(default_factory=dict)  # TEMP: the Trainer part defines these
+    weights: dict[str, float] = field(default_factory=dict)
 
 
 LossFn = Callable[[nn.Module, object], LossOutput]
@@ -186,6 +188,8 @@ class Trainer:
         eval_collate: Callable[[list], object] | None = None,
         run_config: dict | None = None,
         on_eval: Callable[[dict], None] | None = None,
+        counts: Callable[[object], dict] | None = None,  # TEMP: accepted and ignored until the Trainer part lands
+        perplexity: bool | str = True,  # TEMP: accepted and ignored until the Trainer part lands
     ) -> None:
         self.config = config = config or TrainConfig()
         config.validate()
