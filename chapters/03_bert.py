@@ -56,8 +56,9 @@ from minilm.finetune.cli import run as finetune
 from minilm.finetune.config import DEFAULT_TRAIN as FINETUNE_DEFAULTS
 from minilm.finetune.config import FinetuneConfig
 from minilm.models.bert import Bert, bert_config
+from minilm.objectives.formats import make_examples
 from minilm.objectives.mlm import IGNORE_INDEX, mask_tokens, masked_positions, mlm_loss
-from minilm.objectives.nsp import IS_NEXT, make_examples, nsp_loss
+from minilm.objectives.nsp import IS_NEXT, nsp_loss
 from minilm.tokenizers import Tokenizer
 from minilm.train.builtins import bert_mlm_nsp_loss, sentence_pair_examples
 from minilm.train.pretrain import PretrainConfig, split_documents
@@ -163,7 +164,7 @@ plt.show()
 #   P(y \mid \tilde{x}) = \mathrm{softmax}\big(W\, \tanh(W_p h_{\mathrm{[CLS]}} + b_p)\big), \qquad
 #   \mathcal{L} = \mathcal{L}_{\mathrm{MLM}} + \mathcal{L}_{\mathrm{NSP}}$$
 #
-# `minilm.objectives.nsp.make_examples("segment_pair", ...)` follows BERT's data script: segments of several
+# `minilm.objectives.formats.make_examples("segment_pair", ...)` follows BERT's data script: segments of several
 # sentences fill the token budget; NotNext segments come from another document (here, another novel).
 
 # %%
