@@ -56,7 +56,7 @@ from minilm.heads import SequenceClassificationHead  # noqa: E402
 from minilm.models.bert import BERT_SIZES, Bert, BertConfig  # noqa: E402
 from minilm.models.hf_bert import convert_hf_state_dict  # noqa: E402
 from minilm.objectives.mlm import MaskingConfig, mlm_loss  # noqa: E402
-from minilm.train.builtins import bert_mlm_loss  # noqa: E402
+from minilm.recipes.bert import bert_mlm_loss  # noqa: E402
 from minilm.train.trainer import (  # noqa: E402
     BatchOrder,
     LossOutput,

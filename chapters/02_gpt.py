@@ -56,9 +56,10 @@ from minilm.generation import continuation_log_prob, top_k_filter, top_p_filter
 from minilm.models import GPT, GPTConfig
 from minilm.models.gpt import gpt_config
 from minilm.objectives.causal_lm import causal_lm_loss, language_model_blocks
+from minilm.recipes.gpt import clm_loss
+from minilm.recipes.language_model import token_stream
 from minilm.tokenizers import train_tokenizer
 from minilm.train import checkpoint as ckpt
-from minilm.train.builtins import clm_loss, token_stream
 from minilm.train.pretrain import split_documents
 from minilm.train.trainer import TrainConfig, Trainer
 from minilm.utils import count_parameters, reproducible

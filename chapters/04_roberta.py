@@ -54,8 +54,8 @@ from minilm.data import load_wikitext
 from minilm.models.bert import ROBERTA, ROBERTA_SIZES, Bert, BertConfig, RobertaConfig
 from minilm.objectives.formats import FORMATS, make_examples
 from minilm.objectives.mlm import DynamicMasking, MaskingConfig, StaticMaskedDataset, masked_positions, mlm_loss
+from minilm.recipes.bert import bert_mlm_loss, bert_mlm_nsp_loss
 from minilm.tokenizers import train_tokenizer
-from minilm.train.builtins import bert_mlm_loss, bert_mlm_nsp_loss
 from minilm.train.pretrain import split_documents
 from minilm.train.trainer import TrainConfig, Trainer
 from minilm.utils import count_parameters, reproducible
