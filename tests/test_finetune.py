@@ -4,6 +4,8 @@ import dataclasses
 import json
 import math
 import random
+import subprocess
+import sys
 
 import pytest
 import safetensors.torch
@@ -13,7 +15,7 @@ from minilm.data.examples import Answer, ChoiceExample, QAExample, SentenceExamp
 from minilm.data.tasks import TASKS
 from minilm.finetune import main
 from minilm.finetune.cli import parse_args
-from minilm.finetune.config import resolve
+from minilm.finetune.config import FinetuneConfig, resolve
 from minilm.finetune.kinds import SpanKind, TaggingKind, TaskEncoder, span_text, task_kind, words_from_tokens
 from minilm.finetune.model import (
     GPT_DELIM,
@@ -32,6 +34,7 @@ from minilm.tokenizers import Tokenizer, train_tokenizer
 from minilm.train import checkpoint as ckpt
 from minilm.train.config import ConfigError
 from minilm.train.pretrain import main as pretrain_main
+from minilm.train.trainer import TrainConfig
 
 TINY_MODEL = ["model.n_layers=1", "model.d_model=32", "model.n_heads=2", "model.max_len=64", "max_length=64"]
 QUICK = ["max_steps=10", "batch_size=8", "warmup_steps=2", "progress=false", "threads=1", "vocab_size=300"]
@@ -237,6 +240,19 @@ def test_glue_table(tmp_path, capsys):
     assert main(["table", str(tmp_path / "nothing")]) == 2
 
 
+def test_help_documents_every_option():
+    done = subprocess.run([sys.executable, "-m", "minilm.finetune", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0
+    for cls in (FinetuneConfig, TrainConfig):
+        for field in dataclasses.fields(cls):
+            assert f"{field.name}=" in done.stdout, field.name
+    assert "TOML file under [job], [train] and [model])" in done.stdout  # no [objective]: a run brings its own
+    for choice in LAYER_CHOICES:
+        assert f"    {choice} " in done.stdout
+    for words in ("bert: sizes tiny, small", "kind encoder", "sst2     sequence", "weighted_all"):
+        assert words in done.stdout
+
+
 def test_bad_input_gives_one_clear_message(tmp_path, monkeypatch, capsys):
     assert main(["--task", "sst-2", f"run_dir={tmp_path}"]) == 2
     assert "unknown task 'sst-2'; did you mean 'sst2'?" in capsys.readouterr().err
@@ -244,6 +260,10 @@ def test_bad_input_gives_one_clear_message(tmp_path, monkeypatch, capsys):
     assert "unknown key 'lrr'; did you mean 'lr'?" in capsys.readouterr().err
     assert main(["model.n_layer=1", f"run_dir={tmp_path}"]) == 2
     assert "unknown model key 'n_layer'" in capsys.readouterr().err
+    assert main(["objective.format=segment_pair", f"run_dir={tmp_path}"]) == 2
+    assert "unknown section(s) objective: use [job], [train], [model]" in capsys.readouterr().err
+    assert main(["format=segment_pair", f"run_dir={tmp_path}"]) == 2  # a pretraining objective's setting
+    assert "unknown key 'format'" in capsys.readouterr().err
     bad = lambda split: [SentenceExample("fine", 1), SentenceExample("odd", 5)]
     monkeypatch.setitem(TASKS, "sst2", dataclasses.replace(TASKS["sst2"], loader=bad))
     assert finetune(tmp_path, "sst2")[0] == 2

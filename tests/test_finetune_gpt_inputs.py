@@ -22,6 +22,7 @@ from minilm.finetune.model import (
     gpt_inputs,
 )
 from minilm.models.gpt import GPT, GPTConfig
+from minilm.tokenizers import train_tokenizer
 from minilm.train.config import ConfigError
 
 TEXTS = ["the film was good and fun", "the plot was dull", "a great actor in a bad scene", "it rained"] * 5
@@ -47,6 +48,15 @@ def test_gpt_inputs_wrap_texts_in_start_delimiter_and_extract_tokens():
     assert auto_pooling(tok, "gpt") == "last"  # the extract token's state feeds the head
     long = tok(["the film was good " * 20], ["the plot was dull " * 20], max_length=24).input_ids[0]
     assert len(long) == 24 and long[0] == start and long[-1] == extract and delim in long  # longest-first truncation
+
+
+def test_auto_pooling_reads_the_last_position_of_decoders_and_encoder_decoders():
+    bert = train_tokenizer(TEXTS, "bert", vocab_size=300)
+    gpt2 = gpt_body("template").tokenizer
+    assert auto_pooling(bert, "template", "encoder") == "first"  # [CLS], trained as the summary
+    assert auto_pooling(gpt2, "template", "encoder") == "last"  # a template without a leading special token
+    assert auto_pooling(bert, "template", "decoder") == "last"  # a causal decoder's last position read everything
+    assert auto_pooling(bert, "template", "encoder-decoder") == "last"  # BART: the decoder's final token
 
 
 def test_template_inputs_leave_the_body_alone():

@@ -25,7 +25,7 @@ class FinetuneConfig:
     vocab_size: int = 8192  # from scratch: tokenizer trained on the task's training texts
     max_length: int = 128  # tokens per input (text, pair, question + context), longer ones truncated
     input_format: str = "auto"  # "template" (the tokenizer's), "gpt" (start/delim/extract tokens); auto: the model's
-    pooling: str = "auto"  # summary position: "first", "last", "mean"; auto: first if the template starts [CLS]
+    pooling: str = "auto"  # summary: "first", "last", "mean"; auto: first if an encoder starts [CLS], else last
     freeze_body: bool = False  # feature-based: train only the head, keep the pretrained body as it is
     features: str = "last"  # layers the head reads (choices below: BERT Table 7); feature-based with freeze_body
     lm_weight: float = 0.0  # λ of GPT's auxiliary LM loss, L3 = L2 + λ·L1 (the paper: 0.5); needs a causal LM body

@@ -46,7 +46,6 @@ from torch import Tensor, nn
 from minilm.data.examples import Answer, ChoiceExample, PairExample, QAExample, SentenceExample, TaggingExample
 from minilm.data.tasks import TaskInfo
 from minilm.heads import (
-    IGNORE_INDEX,
     NO_ANSWER,
     MultipleChoiceHead,
     SequenceClassificationHead,
@@ -58,6 +57,7 @@ from minilm.heads import (
     word_predictions,
 )
 from minilm.metrics import compute
+from minilm.objectives.labels import IGNORE_INDEX
 from minilm.tokenizers import BatchEncoding, Tokenizer
 from minilm.train.config import ConfigError
 

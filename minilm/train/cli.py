@@ -34,9 +34,11 @@ def field_help(cls) -> list[tuple[str, object, str]]:
     return [(f.name, f.default, comments.get(f.name, "")) for f in dataclasses.fields(cls)]
 
 
-def settings_help(sections: list[tuple[str, object]]) -> list[str]:
-    """Help lines for each (title, config instance): every key with its value there and its comment."""
-    lines = ["settings (key=value; or in a TOML file under [job], [train], [model] and [objective]):"]
+def settings_help(sections: list[tuple[str, object]], tables: tuple[str, ...] = ("model",)) -> list[str]:
+    """Help lines for each (title, config instance): every key with its value there and its comment; ``tables`` are
+    the other sections a TOML file may have."""
+    names = [f"[{name}]" for name in [*(title for title, _ in sections), *tables]]
+    lines = [f"settings (key=value; or in a TOML file under {', '.join(names[:-1])} and {names[-1]}):"]
     for title, defaults in sections:
         lines.append(f"  [{title}]")
         lines += [f"    {f'{n}={getattr(defaults, n)}':<26} {text}" for n, _, text in field_help(type(defaults))]

@@ -1,6 +1,6 @@
 """Configuration: dataclasses filled from a TOML file, then ``key=value`` overrides, each value checked.
 
-A config file has one table per dataclass section, e.g. ``[train]`` and ``[model]``::
+A config file has one table per dataclass section, e.g. ``[train]``, ``[model]`` and ``[objective]``::
 
     [train]
     lr = 3e-4
@@ -9,9 +9,13 @@ A config file has one table per dataclass section, e.g. ``[train]`` and ``[model
     [model]
     n_layers = 6
 
-On the command line the same keys are given as ``lr=3e-4`` (a section's keys are unique, so no prefix is needed)
-or ``model.n_layers=6``. Unknown keys and values of the wrong type are errors that name the key, the expected type
-and the closest known key.
+    [objective]
+    format = "segment_pair"
+
+On the command line the same keys are given as ``lr=3e-4`` (no prefix where only one section has the key, see
+:mod:`minilm.train.cli`), ``model.n_layers=6`` or ``objective.format=segment_pair``. Unknown keys and values of the
+wrong type are errors that name the key, the expected type and the closest known key. A run's config.json reads
+back into its dataclasses, nested ones included, with :func:`from_dict`.
 """
 
 from __future__ import annotations

@@ -237,7 +237,8 @@ def objectives_help() -> list[str]:
 
 
 def _options_text() -> str:
-    lines = settings_help([("job", PretrainConfig()), ("train", DEFAULT_TRAIN)]) + models_help("")
+    sections = [("job", PretrainConfig()), ("train", DEFAULT_TRAIN)]
+    lines = settings_help(sections, tables=("model", "objective")) + models_help("")
     return "\n".join(lines + objectives_help())
 
 
