@@ -69,7 +69,7 @@ def predict(model: FinetuneModel, encoded: list[EncodedExample], batch_size: int
         chunk = encoded[i : i + batch_size]
         batch = to_device(model.kind.collate(chunk), device)
         with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
-            logits, _ = model(batch)  # (and the loss, unused)
+            logits, _ = model(batch)
         predictions += model.kind.predict(logits.float().cpu(), chunk)
     return predictions
 

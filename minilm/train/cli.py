@@ -69,7 +69,8 @@ def parse_command_line(argv, prog: str, description: str, epilog: str, shorthand
     return parser.parse_intermixed_args(argv)  # key=value pairs may come before and after options
 
 
-def _unknown_key(key: str, known: set[str]) -> ConfigError:
+def unknown_key(key: str, known: set[str]) -> ConfigError:
+    """The error for a short key no section has, with the closest known one."""
     close = difflib.get_close_matches(key, sorted(known), n=1)
     return ConfigError(f"unknown key {key!r}" + (f"; did you mean {close[0]!r}?" if close else "; see --help"))
 
@@ -77,48 +78,21 @@ def _unknown_key(key: str, known: set[str]) -> ConfigError:
 def command_line_layer(overrides: list[str], shorthands: dict, job, train, objective_keys: bool = False) -> dict:
     """The command line as a layer: short keys go to [job] or [train] (``seed``, in both, to both), ``model.k=v`` to
     [model], ``objective.k=v`` to [objective]. With ``objective_keys`` the short keys also stay under
-    :data:`SHORT`, for :func:`objective_short_keys` to route those of the objective's settings once it is known;
-    without, a short key that neither [job] nor [train] has is an error."""
+    :data:`SHORT`, for pretraining to route those of the objective's settings once the objective is known; without,
+    a short key that neither [job] nor [train] has is an error."""
     cli = split_overrides(overrides)
     flat = {**cli.pop("", {}), **{k: v for k, v in shorthands.items() if v is not None}}
     job_keys = {f.name for f in dataclasses.fields(job)}
     train_keys = {f.name for f in dataclasses.fields(train)}
     unknown = sorted(flat.keys() - job_keys - train_keys)
     if unknown and not objective_keys:
-        raise _unknown_key(unknown[0], job_keys | train_keys)
+        raise unknown_key(unknown[0], job_keys | train_keys)
     layer = {
         **cli,  # section.key=value, merged with the short keys of [job] and [train]
         "job": {**cli.get("job", {}), **{k: v for k, v in flat.items() if k in job_keys}},
         "train": {**cli.get("train", {}), **{k: v for k, v in flat.items() if k in train_keys}},
     }
     return {**layer, SHORT: flat} if objective_keys else layer
-
-
-def objective_short_keys(short: dict, job, train, objective: str, keys: list[str], owners) -> dict:
-    """The objective's settings among the command line's short keys (``format=segment_pair``).
-
-    A key of the objective's settings that [job] or [train] has too is ambiguous; a key neither the run nor the
-    objective has is unknown (``owners(key)`` names the objectives that do have it, for the message).
-    """
-    run_keys = {f.name for f in dataclasses.fields(job)} | {f.name for f in dataclasses.fields(train)}
-    settings = {}
-    for key, value in short.items():
-        if key in keys and key in run_keys:
-            sections = [name for name, config in (("job", job), ("train", train)) if hasattr(config, key)]
-            spellings = " or ".join(f"{section}.{key}={value}" for section in [*sections, "objective"])
-            raise ConfigError(
-                f"key {key!r} is ambiguous: {objective}'s settings and [{']['.join(sections)}] have it; "
-                f"write {spellings}"
-            )
-        if key in keys:
-            settings[key] = value
-        elif key not in run_keys:
-            others = owners(key)
-            if others:
-                takes = f"its settings: {', '.join(keys)}" if keys else "it takes no settings"
-                raise ConfigError(f"{key}= is a setting of objective {', '.join(others)}, not of {objective} ({takes})")
-            raise _unknown_key(key, run_keys | set(keys))
-    return settings
 
 
 def resolve_layers(job, train, resume: str | None, config_file: str | None, command_line: dict, sections=SECTIONS):

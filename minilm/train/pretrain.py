@@ -22,13 +22,14 @@ from minilm.train.cli import (
     exit_code,
     field_help,
     models_help,
-    objective_short_keys,
     parse_command_line,
     resolve_layers,
     settings_help,
+    unknown_key,
 )
 from minilm.train.config import ConfigError
 from minilm.train.registry import (
+    ObjectiveEntry,
     get_model,
     get_objective,
     model_config,
@@ -146,7 +147,7 @@ def run_config(job: PretrainConfig, config, settings) -> dict:
 def run(
     job: PretrainConfig, train: TrainConfig, model_overrides: dict, resume: str | None = None, settings=None
 ) -> dict:
-    """Prepare data, tokenizer and model; train; print the perplexity, a sample and the run directory.
+    """Prepare data, tokenizer and model; train; print the validation loss, a sample and the run directory.
 
     ``settings``: the objective's config (None: its defaults, see ``objective.<key>=`` in ``--help``).
     """
@@ -254,6 +255,35 @@ def parse_args(argv: list[str] | None):
     )
 
 
+def objective_short_keys(short: dict, job: PretrainConfig, train: TrainConfig, objective: ObjectiveEntry) -> dict:
+    """The objective's settings among the command line's short keys (``format=segment_pair``).
+
+    A key of the objective's settings that [job] or [train] has too is ambiguous (write it with its section); a key
+    neither the run nor the objective has is unknown, and the message names the objectives that do have it.
+    """
+    run_keys = {f.name for f in dataclasses.fields(job)} | {f.name for f in dataclasses.fields(train)}
+    keys = objective_keys(objective)
+    settings = {}
+    for key, value in short.items():
+        if key in keys and key in run_keys:
+            sections = [name for name, config in (("job", job), ("train", train)) if hasattr(config, key)]
+            spellings = " or ".join(f"{section}.{key}={value}" for section in [*sections, "objective"])
+            raise ConfigError(
+                f"key {key!r} is ambiguous: {objective.name}'s settings and [{']['.join(sections)}] have it; "
+                f"write {spellings}"
+            )
+        if key in keys:
+            settings[key] = value
+        elif key not in run_keys:
+            owners = objectives_with_key(key)
+            if owners:
+                takes = f"its settings: {', '.join(keys)}" if keys else "it takes no settings"
+                whose = f"objective {', '.join(owners)}, not of {objective.name} ({takes})"
+                raise ConfigError(f"{key}= is a setting of {whose}")
+            raise unknown_key(key, run_keys | set(keys))
+    return settings
+
+
 def resolve(args) -> tuple[PretrainConfig, TrainConfig, dict, object]:
     """(job, train, model overrides, the objective's settings): defaults <- the resumed run's config <- the TOML
     file <- the command line."""
@@ -264,8 +294,7 @@ def resolve(args) -> tuple[PretrainConfig, TrainConfig, dict, object]:
     job, train, open_sections = resolve_layers(job, train, args.resume, args.config, layer)
     get_model(job.model)  # an unknown model is the first thing to say
     objective = get_objective(job.objective, job.model)
-    keys = objective_keys(objective)
-    from_short = objective_short_keys(short, job, train, job.objective, keys, objectives_with_key)
+    from_short = objective_short_keys(short, job, train, objective)
     settings = objective_config(objective, {**open_sections["objective"], **from_short})
     if not train.run_dir:
         train = dataclasses.replace(train, run_dir=f"runs/{job.model}-{job.objective}-{time.strftime('%Y%m%d-%H%M%S')}")
