@@ -64,7 +64,7 @@ def build_job(job: PretrainConfig):
     start = time.perf_counter()
     tokenizer = train_tokenizer([d.text for d in train_docs], family=entry.tokenizer_family, vocab_size=job.vocab_size)
     tokenizer_seconds = time.perf_counter() - start
-    blocks, _ = objective.prepare(train_docs, tokenizer, job)
+    blocks, _ = objective.prepare(train_docs, tokenizer, job, registry.objective_config(objective, {}))
     torch.manual_seed(0)
     config = registry.model_config(entry, job.size, tokenizer.vocab_size, {})
     model = registry.build_model(entry, config, tokenizer)  # ELMo: spell_vocabulary(model, tokenizer)

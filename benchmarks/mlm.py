@@ -50,14 +50,15 @@ from common import (  # noqa: E402
 )
 
 from minilm.data.tasks import TASKS  # noqa: E402
-from minilm.finetune.model import FinetuneModel, finetune_loss  # noqa: E402
-from minilm.finetune.tasks import Feature, task_kind  # noqa: E402
+from minilm.finetune.kinds import EncodedExample, task_kind  # noqa: E402
+from minilm.finetune.model import Body, FinetuneModel, finetune_loss  # noqa: E402
 from minilm.heads import SequenceClassificationHead  # noqa: E402
 from minilm.models.bert import BERT_SIZES, Bert, BertConfig  # noqa: E402
 from minilm.models.hf import load_hf_state_dict  # noqa: E402
 from minilm.models.hf.bert import config_to_hf  # noqa: E402
 from minilm.objectives.mlm import MaskingConfig, mlm_loss  # noqa: E402
-from minilm.train.builtins import bert_mlm_loss  # noqa: E402
+from minilm.recipes.bert import bert_mlm_loss  # noqa: E402
+from minilm.train.registry import get_model  # noqa: E402
 from minilm.train.trainer import (  # noqa: E402
     BatchOrder,
     LossOutput,
@@ -126,7 +127,7 @@ def minilm_classifier(config: BertConfig, reference, kind) -> FinetuneModel:
     load_hf_state_dict(body, {k: v for k, v in state.items() if not k.startswith(("bert.pooler.", "classifier."))})
     head.dense.load_state_dict({"weight": state["bert.pooler.dense.weight"], "bias": state["bert.pooler.dense.bias"]})
     head.classifier.load_state_dict({"weight": state["classifier.weight"], "bias": state["classifier.bias"]})
-    return FinetuneModel(body, head, kind)
+    return FinetuneModel(Body(body, config, get_model("bert"), tokenizer=None), head, kind)
 
 
 # ------------------------------------------------------------------------------------------ data
@@ -153,13 +154,13 @@ def mlm_examples(batch_size: int, seq_len: int, generator: torch.Generator) -> l
     return examples
 
 
-def sst2_features(batch_size: int, max_len: int, generator: torch.Generator) -> list[Feature]:
+def sst2_features(batch_size: int, max_len: int, generator: torch.Generator) -> list[EncodedExample]:
     """SST-2-shaped features: one sentence of 8..max_len tokens ([CLS] ... [SEP]), label 0 or 1."""
     features = []
     for _ in range(N_BATCHES * batch_size):
         n = int(torch.randint(8, max_len + 1, (), generator=generator))
         ids = [CLS, *torch.randint(N_SPECIAL, VOCAB_SIZE, (n - 2,), generator=generator).tolist(), SEP]
-        features.append(Feature([ids], [[0] * n], int(torch.randint(2, (), generator=generator))))
+        features.append(EncodedExample([ids], [[0] * n], int(torch.randint(2, (), generator=generator))))
     return features
 
 
@@ -288,7 +289,7 @@ def mlm_table(threads: int, args, config: BertConfig, data: list[dict], flops: f
     return "\n".join(rows)
 
 
-def finetune_table(threads: int, args, config: BertConfig, features: list[Feature], kind) -> str:
+def finetune_table(threads: int, args, config: BertConfig, features: list[EncodedExample], kind) -> str:
     torch.set_num_threads(threads)
     n_labels = len(kind.info.labels)
     reference = transformers_classifier(config, n_labels)

@@ -45,7 +45,7 @@ from common import (  # noqa: E402
 
 from minilm.models.gpt import GPT, GPTConfig  # noqa: E402
 from minilm.models.hf.gpt2 import config_to_hf  # noqa: E402
-from minilm.train.builtins import GPT_SIZES, clm_loss  # noqa: E402
+from minilm.recipes.gpt import GPT_SIZES, clm_loss  # noqa: E402
 from minilm.train.trainer import TrainConfig, Trainer, lr_lambda, parameter_groups  # noqa: E402
 from minilm.utils import count_parameters  # noqa: E402
 

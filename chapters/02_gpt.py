@@ -50,15 +50,16 @@ from minilm.data.tasks import TASKS
 from minilm.finetune import cli as finetune
 from minilm.finetune.config import DEFAULT_TRAIN as FINETUNE_TRAIN
 from minilm.finetune.config import FinetuneConfig
+from minilm.finetune.kinds import TaskEncoder, task_kind
 from minilm.finetune.model import GPT_DELIM, GPT_EXTRACT, GPT_START, gpt_inputs
-from minilm.finetune.tasks import Encoder, task_kind
 from minilm.generation import top_k_filter, top_p_filter
 from minilm.models import GPT, GPTConfig
 from minilm.models.gpt import gpt_config
 from minilm.objectives.causal_lm import causal_lm_loss, language_model_blocks
+from minilm.recipes.gpt import clm_loss
+from minilm.recipes.language_model import token_stream
 from minilm.tokenizers import train_tokenizer
 from minilm.train import checkpoint as ckpt
-from minilm.train.builtins import clm_loss, token_stream
 from minilm.train.pretrain import split_documents
 from minilm.train.trainer import TrainConfig, Trainer
 from minilm.utils import count_parameters, reproducible
@@ -428,7 +429,7 @@ plt.show()
 
 # %%
 gpt_tokenizer = gpt_inputs(tokenizer)  # the three new tokens get ids 2048, 2049, 2050
-encoder = Encoder(gpt_tokenizer, max_length=40, pooling="last", both_orders=True)
+encoder = TaskEncoder(gpt_tokenizer, max_length=40, pooling="last", both_orders=True)
 for task, description in [
     ("sst2", "classification"),
     ("rte", "entailment: premise $ hypothesis"),
@@ -438,7 +439,7 @@ for task, description in [
     kind = task_kind(TASKS[task])
     example = min(load_task(task, "validation")[:50], key=lambda e: len(" ".join(kind.texts(e))))  # a short one
     print(f"{task} ({description}):")
-    for ids in kind.features([example], encoder)[0].input_ids:
+    for ids in kind.encode_examples([example], encoder)[0].input_ids:
         print("   ", "|".join(gpt_tokenizer.decode([i], skip_special_tokens=False) for i in ids))
 print("new token ids:", [gpt_tokenizer.token_to_id(t) for t in (GPT_START, GPT_DELIM, GPT_EXTRACT)])
 

@@ -56,10 +56,11 @@ from minilm.finetune.cli import run as finetune
 from minilm.finetune.config import DEFAULT_TRAIN as FINETUNE_DEFAULTS
 from minilm.finetune.config import FinetuneConfig
 from minilm.models.bert import Bert, bert_config
+from minilm.objectives.formats import make_examples
 from minilm.objectives.mlm import IGNORE_INDEX, mask_tokens, masked_positions, mlm_loss
-from minilm.objectives.nsp import IS_NEXT, make_examples, nsp_loss
+from minilm.objectives.nsp import IS_NEXT, nsp_loss
+from minilm.recipes.bert import MaskedLMPairConfig, bert_mlm_nsp_loss, masked_lm_examples
 from minilm.tokenizers import Tokenizer
-from minilm.train.builtins import bert_mlm_nsp_loss, sentence_pair_examples
 from minilm.train.pretrain import PretrainConfig, split_documents
 from minilm.train.trainer import TrainConfig, Trainer
 from minilm.utils import count_parameters, reproducible
@@ -163,7 +164,7 @@ plt.show()
 #   P(y \mid \tilde{x}) = \mathrm{softmax}\big(W\, \tanh(W_p h_{\mathrm{[CLS]}} + b_p)\big), \qquad
 #   \mathcal{L} = \mathcal{L}_{\mathrm{MLM}} + \mathcal{L}_{\mathrm{NSP}}$$
 #
-# `minilm.objectives.nsp.make_examples("segment_pair", ...)` follows BERT's data script: segments of several
+# `minilm.objectives.formats.make_examples("segment_pair", ...)` follows BERT's data script: segments of several
 # sentences fill the token budget; NotNext segments come from another document (here, another novel).
 
 # %%
@@ -231,14 +232,15 @@ print(f"mini-BERT: {count_parameters(model):,} parameters ({MINI.n_layers} layer
 # Ours: a 2-layer model whose 4.4M parameters are mostly the 30,522 x 128 token embedding, trained for 200 steps of
 # 32 pairs of at most 64 tokens (about a minute on one CPU core), with the loss
 # $\mathcal{L}_{\mathrm{MLM}} + \mathcal{L}_{\mathrm{NSP}}$. Data preparation and the loss come from
-# `minilm.train.builtins`, as `python -m minilm.train --model bert --objective mlm+nsp format=segment_pair` uses
+# `minilm.recipes.bert`, as `python -m minilm.train --model bert --objective mlm+nsp format=segment_pair` uses
 # them; masks are drawn anew for every batch. The run directory (a temporary folder) keeps the checkpoint and the
 # tokenizer, so fine-tuning can load them.
 
 # %%
-job = PretrainConfig(model="bert", objective="mlm+nsp", format="segment_pair", seq_len=64)
-train_examples, collate = sentence_pair_examples(train_docs, tokenizer, job)
-val_examples, val_collate = sentence_pair_examples(val_docs, tokenizer, job, validation=True)
+job = PretrainConfig(model="bert", objective="mlm+nsp", seq_len=64)
+settings = MaskedLMPairConfig(format="segment_pair")  # the objective's settings: BERT's segment pairs, dynamic masks
+train_examples, collate = masked_lm_examples(train_docs, tokenizer, job, settings)
+val_examples, val_collate = masked_lm_examples(val_docs, tokenizer, job, settings, validation=True)
 run_dir = Path(tempfile.mkdtemp(prefix="ch03-bert-"))
 tokenizer.save(run_dir / "tokenizer")
 pretrain_config = TrainConfig(

@@ -52,10 +52,10 @@ import torch
 from minilm.analysis import recorded_results
 from minilm.data import load_wikitext
 from minilm.models.bert import ROBERTA, ROBERTA_SIZES, Bert, BertConfig, RobertaConfig
+from minilm.objectives.formats import FORMATS, make_examples
 from minilm.objectives.mlm import DynamicMasking, MaskingConfig, StaticMaskedDataset, masked_positions
-from minilm.objectives.nsp import FORMATS, make_examples
+from minilm.recipes.bert import bert_mlm_loss, bert_mlm_nsp_loss
 from minilm.tokenizers import train_tokenizer
-from minilm.train.builtins import bert_mlm_loss, bert_mlm_nsp_loss
 from minilm.train.pretrain import split_documents
 from minilm.train.trainer import TrainConfig, Trainer
 from minilm.utils import count_parameters, reproducible
@@ -195,7 +195,7 @@ print("dynamic beats 10 copies:", held["dynamic"] < held["static, 10 copies"])
 # \mathcal{L}_{\text{NSP}} = -\log p_\theta(y \mid \texttt{[CLS]}\ A\ \texttt{[SEP]}\ B\ \texttt{[SEP]}),\ y \in
 # \{\text{IsNext}, \text{NotNext}\}$$
 #
-# RoBERTa compared four ways of filling an input (§4.2); `minilm.objectives.nsp.make_examples` builds each from
+# RoBERTa compared four ways of filling an input (§4.2); `minilm.objectives.formats.make_examples` builds each from
 # documents. Here is what one training example of each looks like, from the WikiText articles (RoBERTa's template:
 # `<s> A </s></s> B </s>` for pairs, `</s>` also separating documents inside FULL-SENTENCES):
 

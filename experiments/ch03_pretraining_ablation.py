@@ -36,8 +36,8 @@ from minilm.finetune.config import DEFAULT_TRAIN as FINETUNE_TRAIN  # noqa: E402
 from minilm.finetune.config import FinetuneConfig  # noqa: E402
 from minilm.tokenizers import train_tokenizer  # noqa: E402
 from minilm.train import checkpoint as ckpt  # noqa: E402
-from minilm.train.pretrain import PretrainConfig, split_documents  # noqa: E402
-from minilm.train.registry import build_model, get_model, get_objective, model_config  # noqa: E402
+from minilm.train.pretrain import PretrainConfig, run_config, split_documents  # noqa: E402
+from minilm.train.registry import build_model, get_model, get_objective, model_config, objective_config  # noqa: E402
 from minilm.train.trainer import TrainConfig, Trainer, default_collate, read_metrics  # noqa: E402
 from minilm.utils import reproducible, seed_all  # noqa: E402
 
@@ -73,10 +73,11 @@ def pretrain(model: str, objective: str, settings: dict, name: str, steps: int =
         return reuse(run_dir)
     entry, task = get_model(model), get_objective(objective, model)
     # Both BERT variants read the same segment pairs (No NSP just drops that loss); the LTR model a token stream.
-    job = PretrainConfig(model=model, objective=objective, format="segment_pair", seq_len=SEQ_LEN, size="tiny")
+    job = PretrainConfig(model=model, objective=objective, seq_len=SEQ_LEN, size="tiny")
+    settings = objective_config(task, {"format": "segment_pair"} if task.config_class else {})
     train_docs, _ = corpus()
     tokenizer = train_tokenizer([d.text for d in train_docs], family=entry.tokenizer_family, vocab_size=VOCAB_SIZE)
-    examples, collate = task.prepare(train_docs, tokenizer, job)
+    examples, collate = task.prepare(train_docs, tokenizer, job, settings)
     seed_all(0)
     config = model_config(entry, "tiny", tokenizer.vocab_size, {**SIZE, **settings, **task.model_settings})
     trainer = Trainer(
@@ -85,7 +86,7 @@ def pretrain(model: str, objective: str, settings: dict, name: str, steps: int =
         examples,
         dataclasses.replace(PRETRAIN, max_steps=steps, run_dir=str(run_dir)),
         collate=collate or default_collate,
-        run_config={"job": dataclasses.asdict(job), "model": dataclasses.asdict(config)},
+        run_config=run_config(job, config, settings),
     )
     start = time.perf_counter()
     trainer.fit()

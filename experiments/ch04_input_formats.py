@@ -39,9 +39,16 @@ from minilm.finetune.cli import run as finetune  # noqa: E402
 from minilm.finetune.config import DEFAULT_TRAIN as FINETUNE_TRAIN  # noqa: E402
 from minilm.finetune.config import FinetuneConfig  # noqa: E402
 from minilm.finetune.model import TOKENIZER_DIR  # noqa: E402
-from minilm.train.builtins import bert_mlm_loss, masked_lm_examples  # noqa: E402
-from minilm.train.pretrain import PretrainConfig, build_model, build_tokenizer, load_documents, split_documents  # noqa: E402
-from minilm.train.registry import get_objective  # noqa: E402
+from minilm.recipes.bert import MaskedLMConfig, bert_mlm_loss, masked_lm_examples  # noqa: E402
+from minilm.train.pretrain import (  # noqa: E402
+    PretrainConfig,
+    build_model,
+    build_tokenizer,
+    load_documents,
+    run_config,
+    split_documents,
+)
+from minilm.train.registry import get_objective, objective_config  # noqa: E402
 from minilm.train.trainer import TrainConfig, Trainer  # noqa: E402
 from minilm.utils import reproducible, seed_all  # noqa: E402
 
@@ -71,9 +78,10 @@ def mlm_loss_on(model, examples, collate, batch_size: int = 64) -> float:
 
 
 def pretrain(row, fmt, objective, docs, tokenizer, held_out, steps, run_dir: Path) -> dict:
-    job = PretrainConfig(model="bert", objective=objective, corpus="wikitext", seq_len=SEQ_LEN, format=fmt)
+    job = PretrainConfig(model="bert", objective=objective, corpus="wikitext", seq_len=SEQ_LEN)
     entry = get_objective(objective, "bert")
-    examples, collate = entry.prepare(docs, tokenizer, job)
+    settings = objective_config(entry, {"format": fmt})
+    examples, collate = entry.prepare(docs, tokenizer, job, settings)
     mean_length = sum(len(e["input_ids"]) for e in examples) / len(examples)
     batch_size = max(1, round(TOKENS_PER_STEP / mean_length))  # SENTENCE-PAIR's inputs are short: bigger batches
     train = TrainConfig(
@@ -81,9 +89,9 @@ def pretrain(row, fmt, objective, docs, tokenizer, held_out, steps, run_dir: Pat
         run_dir=str(run_dir), progress=False,
     )  # fmt: skip
     seed_all(train.seed)  # the same initial weights for every format
-    model, _ = build_model(job, MODEL, tokenizer, entry.model_settings)
-    run_config = {"job": dataclasses.asdict(job)}
-    trainer = Trainer(model, entry.loss, examples, train, collate=collate, run_config=run_config)
+    model, config = build_model(job, MODEL, tokenizer, entry.model_settings)
+    recorded = run_config(job, config, settings)  # what minilm.finetune's --pretrained reads back
+    trainer = Trainer(model, entry.loss, examples, train, collate=collate, run_config=recorded)
     tokenizer.save(run_dir / TOKENIZER_DIR)  # where minilm.finetune looks for a pretraining run's tokenizer
     start = time.perf_counter()
     trainer.fit()
@@ -130,7 +138,7 @@ def main() -> None:
     corpus = PretrainConfig(model="bert", corpus="wikitext", vocab_size=4096, seq_len=SEQ_LEN)
     train_docs, val_docs = split_documents(load_documents(corpus.corpus), corpus.validation_fraction)
     tokenizer = build_tokenizer(corpus, "bert", [d.text for d in train_docs], None)  # one vocabulary for every row
-    held_out = masked_lm_examples(val_docs, tokenizer, dataclasses.replace(corpus, format="doc_sentences"), True)
+    held_out = masked_lm_examples(val_docs, tokenizer, corpus, MaskedLMConfig(format="doc_sentences"), True)
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

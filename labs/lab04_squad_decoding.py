@@ -27,7 +27,7 @@
 # 3. **the official evaluation**: answer normalisation, exact match and token F1 with several gold answers and
 #    unanswerable questions (4 points).
 #
-# Your code is graded against `minilm.heads.best_span`, `minilm.finetune.tasks` and `minilm.metrics`, with the
+# Your code is graded against `minilm.heads.best_span`, `minilm.finetune.kinds` and `minilm.metrics`, with the
 # visible tests below and hidden ones of the same kind (10 points in all). Chapter 4 (RoBERTa) fine-tunes on
 # SQuAD; Devlin et al. (2019, §4.3) and Rajpurkar et al. (2018, "Know What You Don't Know") give the rules.
 
@@ -44,8 +44,8 @@ import torch
 import minilm.metrics as reference_metrics
 from minilm.data import load_task
 from minilm.data.examples import Answer
-from minilm.finetune.tasks import answer_positions as reference_answer_positions
-from minilm.finetune.tasks import span_text as reference_span_text
+from minilm.finetune.kinds import answer_positions as reference_answer_positions
+from minilm.finetune.kinds import span_text as reference_span_text
 from minilm.heads import best_span as reference_best_span
 from minilm.tokenizers import train_tokenizer
 from minilm.utils import reproducible

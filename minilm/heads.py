@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-IGNORE_INDEX = -100  # token label that cross-entropy skips
+from minilm.objectives.labels import IGNORE_INDEX
+
 NO_ANSWER = -1  # span target meaning "unanswerable"; SpanExtractionHead maps it to its null position
 POOLING = ("first", "last", "mean")
 

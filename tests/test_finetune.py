@@ -4,34 +4,37 @@ import dataclasses
 import json
 import math
 import random
+import subprocess
+import sys
 
 import pytest
 import safetensors.torch
 import torch
 
-from minilm.data.examples import Answer, QAExample, SentenceExample, TaggingExample
+from minilm.data.examples import Answer, ChoiceExample, QAExample, SentenceExample, TaggingExample
 from minilm.data.tasks import TASKS
 from minilm.finetune import main
 from minilm.finetune.cli import parse_args
-from minilm.finetune.config import resolve
+from minilm.finetune.config import FinetuneConfig, resolve
+from minilm.finetune.kinds import SpanKind, TaggingKind, TaskEncoder, span_text, task_kind, words_from_tokens
 from minilm.finetune.model import (
-    FEATURES,
     GPT_DELIM,
     GPT_EXTRACT,
     GPT_START,
+    LAYER_CHOICES,
     FinetuneModel,
-    LayerFeatures,
+    LayerSelection,
     encode_layers,
-    feature_size,
     from_pretrained,
     from_scratch,
+    head_width,
 )
-from minilm.finetune.tasks import Encoder, SpanKind, TaggingKind, span_text, task_kind, words_from_tokens
 from minilm.heads import IGNORE_INDEX
 from minilm.tokenizers import Tokenizer, train_tokenizer
 from minilm.train import checkpoint as ckpt
 from minilm.train.config import ConfigError
 from minilm.train.pretrain import main as pretrain_main
+from minilm.train.trainer import TrainConfig
 
 TINY_MODEL = ["model.n_layers=1", "model.d_model=32", "model.n_heads=2", "model.max_len=64", "max_length=64"]
 QUICK = ["max_steps=10", "batch_size=8", "warmup_steps=2", "progress=false", "threads=1", "vocab_size=300"]
@@ -113,7 +116,7 @@ def squad_example(answer="Rollo"):
 def test_span_answer_maps_to_tokens_and_back(tokenizer, pooling):
     kind = SpanKind(TASKS["squad2"])
     for answer in ("Rollo", "Viking leader", "north of France"):
-        (f,) = kind.features([squad_example(answer)], Encoder(tokenizer, 64, pooling))
+        (f,) = kind.encode_examples([squad_example(answer)], TaskEncoder(tokenizer, 64, pooling))
         start, end = f.label
         assert span_text(f.aux.context, f.aux.offsets, start, end) == answer
         assert f.aux.answerable[start] and f.aux.answerable[end] and start != f.aux.null
@@ -127,8 +130,8 @@ def test_span_answer_maps_to_tokens_and_back(tokenizer, pooling):
 @pytest.mark.parametrize("pooling", ["last", "first"])
 def test_answers_cut_away_or_absent_point_at_the_summary_position(tokenizer, pooling):
     kind = SpanKind(TASKS["squad2"])
-    cut, missing = kind.features(
-        [squad_example("north of France"), squad_example(None)], Encoder(tokenizer, 20, pooling)
+    cut, missing = kind.encode_examples(
+        [squad_example("north of France"), squad_example(None)], TaskEncoder(tokenizer, 20, pooling)
     )
     for f in (cut, missing):
         null = len(f.input_ids[0]) - 1 if pooling == "last" else 0
@@ -141,7 +144,7 @@ def test_token_labels_align_through_the_real_tokenizer(tokenizer):
     words = ["Rollo", "founded", "Normandy-land", "", "!!"]
     tags = ["B-person", "O", "B-location", "O", "O"]
     tag_ids = [TASKS["wnut17"].labels.index(t) for t in tags]
-    (f,) = kind.features([TaggingExample(words, tags)], Encoder(tokenizer, 64, "last"))
+    (f,) = kind.encode_examples([TaggingExample(words, tags)], TaskEncoder(tokenizer, 64, "last"))
     word_ids, n_words = f.aux
     starts = [0, 6, 14, 28, 29]  # each word's first character in "Rollo founded Normandy-land  !!"
     for (s, e), w in zip(tokenizer([" ".join(words)]).offsets[0], word_ids, strict=True):
@@ -152,7 +155,7 @@ def test_token_labels_align_through_the_real_tokenizer(tokenizer):
     assert len(f.input_ids[0]) > len(labelled)  # later sub-words exist, and are ignored
     predictions = [99 if y == IGNORE_INDEX else y for y in f.label]  # whatever the later sub-words predict
     assert words_from_tokens(predictions, word_ids, n_words) == tag_ids
-    (short,) = kind.features([TaggingExample(words, tags)], Encoder(tokenizer, 4, "last"))
+    (short,) = kind.encode_examples([TaggingExample(words, tags)], TaskEncoder(tokenizer, 4, "last"))
     predicted = words_from_tokens([7] * 4, short.aux[0], n_words)
     assert predicted == [7 if w in short.aux[0] else 0 for w in range(n_words)] and 4 not in short.aux[0]
 
@@ -237,6 +240,19 @@ def test_glue_table(tmp_path, capsys):
     assert main(["table", str(tmp_path / "nothing")]) == 2
 
 
+def test_help_documents_every_option():
+    done = subprocess.run([sys.executable, "-m", "minilm.finetune", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0
+    for cls in (FinetuneConfig, TrainConfig):
+        for field in dataclasses.fields(cls):
+            assert f"{field.name}=" in done.stdout, field.name
+    assert "TOML file under [job], [train] and [model])" in done.stdout  # no [objective]: a run brings its own
+    for choice in LAYER_CHOICES:
+        assert f"    {choice} " in done.stdout
+    for words in ("bert: sizes tiny, small", "kind encoder", "sst2     sequence", "weighted_all"):
+        assert words in done.stdout
+
+
 def test_bad_input_gives_one_clear_message(tmp_path, monkeypatch, capsys):
     assert main(["--task", "sst-2", f"run_dir={tmp_path}"]) == 2
     assert "unknown task 'sst-2'; did you mean 'sst2'?" in capsys.readouterr().err
@@ -244,6 +260,10 @@ def test_bad_input_gives_one_clear_message(tmp_path, monkeypatch, capsys):
     assert "unknown key 'lrr'; did you mean 'lr'?" in capsys.readouterr().err
     assert main(["model.n_layer=1", f"run_dir={tmp_path}"]) == 2
     assert "unknown model key 'n_layer'" in capsys.readouterr().err
+    assert main(["objective.format=segment_pair", f"run_dir={tmp_path}"]) == 2
+    assert "unknown section(s) objective: use [job], [train], [model]" in capsys.readouterr().err
+    assert main(["format=segment_pair", f"run_dir={tmp_path}"]) == 2  # a pretraining objective's setting
+    assert "unknown key 'format'" in capsys.readouterr().err
     bad = lambda split: [SentenceExample("fine", 1), SentenceExample("odd", 5)]
     monkeypatch.setitem(TASKS, "sst2", dataclasses.replace(TASKS["sst2"], loader=bad))
     assert finetune(tmp_path, "sst2")[0] == 2
@@ -261,7 +281,7 @@ def test_bad_input_gives_one_clear_message(tmp_path, monkeypatch, capsys):
 
 
 FEATURE_TEXTS = ["the film was good and fun", "the plot was dull", "a great actor in a bad scene"] * 5
-TINY_BODIES = {  # 4 layers each; ELMo's features() has no output_hidden_states argument (it always returns them)
+TINY_BODIES = {  # 4 layers each; ELMo's features() returns hidden_states even when not asked
     "gpt": {"n_layers": 4, "d_model": 16, "n_heads": 2, "max_len": 32},
     "bert": {"n_layers": 4, "d_model": 16, "n_heads": 2, "d_ff": 32, "max_len": 32},
     "elmo": {"n_layers": 4, "filters": ((1, 8), (2, 8)), "hidden_size": 8, "projection_dim": 8},
@@ -270,12 +290,13 @@ TINY_BODIES = {  # 4 layers each; ELMo's features() has no output_hidden_states 
 
 def tiny_body(name, **overrides):
     body = from_scratch(name, "tiny", {**TINY_BODIES[name], **overrides}, FEATURE_TEXTS, 300, None)
-    return body.model.eval(), body.tokenizer
+    body.model.eval()
+    return body
 
 
 def sst2_batch(tokenizer, kind):
     examples = [SentenceExample(t, i % 2) for i, t in enumerate(FEATURE_TEXTS[:4])]
-    return kind.collate(kind.features(examples, Encoder(tokenizer, 32, "mean")))
+    return kind.collate(kind.encode_examples(examples, TaskEncoder(tokenizer, 32, "mean")))
 
 
 def expected_features(features, hidden_states, mix):
@@ -295,20 +316,21 @@ def expected_features(features, hidden_states, mix):
 @pytest.mark.parametrize("name", list(TINY_BODIES))
 def test_features_feed_the_head_the_chosen_layers_at_their_width(name):
     torch.manual_seed(0)
-    body, tokenizer = tiny_body(name)
+    body = tiny_body(name)
     kind = task_kind(TASKS["sst2"])
-    batch = sst2_batch(tokenizer, kind)
-    hidden_states = encode_layers(body, batch)  # through features(..., output_hidden_states=True) when it takes it
-    assert len(hidden_states) == 5
-    last = body.features(batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    batch = sst2_batch(body.tokenizer, kind)
+    hidden_states = encode_layers(body.model, batch)  # through features(..., output_hidden_states=True)
+    assert len(hidden_states) == 5 == body.n_layers + 1  # the layer count the config gives
+    last = body.model.features(batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
     assert torch.equal(hidden_states[-1], last)
     for i in range(4):  # distinct layers: reading a wrong one would show
         assert not torch.allclose(hidden_states[i], hidden_states[i + 1])
     C = hidden_states[0].size(-1)
-    for features in FEATURES:
-        width = feature_size(body, features)
+    assert C == body.hidden_size  # the width the config gives (ELMo: 2 * projection_dim)
+    for features in LAYER_CHOICES:
+        width = head_width(body, features)
         assert width == (4 * C if features == "concat_last_four" else C)
-        model = FinetuneModel(body, kind.head(width, "mean"), kind, freeze_body=True, features=features).eval()
+        model = FinetuneModel(body, kind.head(width, "mean"), kind, freeze_body=True, layers=features).eval()
         if model.layers is not None and model.layers.mix is not None:
             with torch.no_grad():  # away from the equal mix, so that the weights matter
                 model.layers.mix.weights.copy_(torch.tensor([2.0, -1.0, 0.5, 0.0]))
@@ -322,41 +344,83 @@ def test_features_feed_the_head_the_chosen_layers_at_their_width(name):
         torch.testing.assert_close(seen[0], expected_features(features, hidden_states, mix), msg=features)
 
 
+@pytest.mark.parametrize("name", list(TINY_BODIES))
+def test_every_registered_model_takes_the_one_features_signature(name):
+    body = tiny_body(name)
+    batch = sst2_batch(body.tokenizer, task_kind(TASKS["sst2"]))
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    types = torch.zeros_like(ids)
+    types[:, 3:] = 1  # a second segment from the fourth token on
+    out = body.model.features(ids, mask, types, True)  # (input_ids, attention_mask, token_type_ids, hidden_states)
+    assert len(out.hidden_states) == body.n_layers + 1 and out.last_hidden_state.shape == (*ids.shape, body.hidden_size)
+    without = body.model.features(ids, mask, None, True).last_hidden_state
+    if body.entry.kind == "encoder":  # BERT's segment embeddings read them
+        assert not torch.allclose(out.last_hidden_state, without)
+    else:  # GPT and ELMo have none: token types are accepted and ignored
+        torch.testing.assert_close(out.last_hidden_state, without, rtol=0, atol=0)
+
+
+def test_the_head_and_layer_sizes_come_from_the_config_without_running_the_body(monkeypatch):
+    body = tiny_body("elmo")
+    monkeypatch.setattr(body.model, "features", lambda *args, **kwargs: pytest.fail("the body was run"))
+    assert (body.hidden_size, body.n_layers) == (2 * 8, 4)  # ELMo's layers are [forward; backward]
+    kind = task_kind(TASKS["sst2"])
+    model = FinetuneModel(body, kind.head(head_width(body, "concat_last_four"), "mean"), kind, True, "concat_last_four")
+    assert model.layers.n_layers == 4 and model.head.classifier.in_features == 4 * 16
+
+
+def test_counts_are_the_units_each_loss_part_averages_over(tokenizer):
+    sequence, tagging = task_kind(TASKS["sst2"]), task_kind(TASKS["wnut17"])
+    encoder = TaskEncoder(tokenizer, 64, "last")
+    two = [SentenceExample("a b", 1), SentenceExample("c", 0)]
+    sentences = sequence.collate(sequence.encode_examples(two, encoder))
+    assert sequence.counts(sentences) == 2  # examples
+    words = [TaggingExample(["Rollo", "founded", "Normandy-land"], ["B-person", "O", "B-location"])] * 2
+    tags = tagging.collate(tagging.encode_examples(words, encoder))
+    assert int(tagging.counts(tags)) == 6 < tags["labels"].numel()  # the first sub-word of each word, not padding
+    span, choice = task_kind(TASKS["squad2"]), task_kind(TASKS["copa"])
+    questions = span.collate(span.encode_examples([squad_example(), squad_example(None)], encoder))
+    assert span.counts(questions) == 2
+    copa = [ChoiceExample(1, "it rained", "effect", ["the film", "the plot"], 0)] * 3
+    options = choice.collate(choice.encode_examples(copa, encoder))
+    assert choice.counts(options) == 3 and options["input_ids"].size(0) == 6  # examples, not their options
+
+
 def test_feature_based_training_keeps_the_body_and_learns_the_layer_mix():
     torch.manual_seed(0)
-    body, tokenizer = tiny_body("bert", dropout=0.1)
+    body = tiny_body("bert", dropout=0.1)
     kind = task_kind(TASKS["sst2"])
-    batch = sst2_batch(tokenizer, kind)
-    before = {k: v.clone() for k, v in body.state_dict().items()}
-    model = FinetuneModel(body, kind.head(feature_size(body, "weighted_all"), "mean"), kind, True, "weighted_all")
+    batch = sst2_batch(body.tokenizer, kind)
+    before = {k: v.clone() for k, v in body.model.state_dict().items()}
+    model = FinetuneModel(body, kind.head(head_width(body, "weighted_all"), "mean"), kind, True, "weighted_all")
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     assert {"layers.mix.weights", "layers.mix.gamma"} <= trainable and not any(n.startswith("body.") for n in trainable)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=0.05)
     model.train()
-    assert not body.training  # frozen: no dropout either
+    assert not body.model.training  # frozen: no dropout either
     for _ in range(5):
         optimizer.zero_grad()
-        model(batch)[1].backward()
+        model(batch)[1].loss.backward()
         optimizer.step()
-    assert all(torch.equal(v, before[k]) for k, v in body.state_dict().items())
+    assert all(torch.equal(v, before[k]) for k, v in body.model.state_dict().items())
     assert not torch.equal(model.layers.mix.weights.detach(), torch.zeros(4)) and model.layers.mix.gamma.item() != 1.0
-    body.requires_grad_(True)
-    full = FinetuneModel(body, kind.head(feature_size(body, "sum_last_four"), "mean"), kind, False, "sum_last_four")
-    full(batch)[1].backward()  # without freeze_body the chosen layers fine-tune the body
-    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in body.parameters())
+    body.model.requires_grad_(True)
+    full = FinetuneModel(body, kind.head(head_width(body, "sum_last_four"), "mean"), kind, False, "sum_last_four")
+    full(batch)[1].loss.backward()  # without freeze_body the chosen layers fine-tune the body
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in body.model.parameters())
 
 
 def test_a_body_too_shallow_for_the_features_is_a_config_error(tmp_path, capsys):
-    body, tokenizer = tiny_body("gpt", n_layers=2)
+    body = tiny_body("gpt", n_layers=2)
     kind = task_kind(TASKS["sst2"])
     for features in ("sum_last_four", "concat_last_four"):
         with pytest.raises(ConfigError, match=f"features={features} needs a body of at least 4 layers, this one has 2"):
-            FinetuneModel(body, kind.head(feature_size(body, features), "mean"), kind, True, features)
+            FinetuneModel(body, kind.head(head_width(body, features), "mean"), kind, True, features)
     FinetuneModel(body, kind.head(16, "mean"), kind, True, "second_to_last")  # 2 layers are enough for that
     with pytest.raises(ConfigError, match="needs a body of at least 2 layers, this one has 1"):
-        LayerFeatures("second_to_last", 1)
+        LayerSelection("second_to_last", 1)
     with pytest.raises(ConfigError, match="features='sum_last_3' is not one of last, second_to_last"):
-        LayerFeatures("sum_last_3", 4)
+        LayerSelection("sum_last_3", 4)
     assert finetune(tmp_path, "sst2", "features=concat_last_four")[0] == 2  # TINY_MODEL has 1 layer
     assert "features=concat_last_four needs a body of at least 4 layers, this one has 1" in capsys.readouterr().err
     assert main(["features=last4", f"run_dir={tmp_path}"]) == 2

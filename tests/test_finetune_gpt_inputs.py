@@ -10,6 +10,7 @@ from minilm.data.examples import ChoiceExample, PairExample, SentenceExample
 from minilm.data.tasks import TASKS
 from minilm.finetune.cli import run
 from minilm.finetune.config import DEFAULT_TRAIN, FinetuneConfig
+from minilm.finetune.kinds import TaskEncoder, task_kind
 from minilm.finetune.model import (
     GPT_DELIM,
     GPT_EXTRACT,
@@ -20,8 +21,8 @@ from minilm.finetune.model import (
     from_scratch,
     gpt_inputs,
 )
-from minilm.finetune.tasks import Encoder, task_kind
 from minilm.models.gpt import GPT, GPTConfig
+from minilm.tokenizers import train_tokenizer
 from minilm.train.config import ConfigError
 
 TEXTS = ["the film was good and fun", "the plot was dull", "a great actor in a bad scene", "it rained"] * 5
@@ -49,6 +50,15 @@ def test_gpt_inputs_wrap_texts_in_start_delimiter_and_extract_tokens():
     assert len(long) == 24 and long[0] == start and long[-1] == extract and delim in long  # longest-first truncation
 
 
+def test_auto_pooling_reads_the_last_position_of_decoders_and_encoder_decoders():
+    bert = train_tokenizer(TEXTS, "bert", vocab_size=300)
+    gpt2 = gpt_body("template").tokenizer
+    assert auto_pooling(bert, "template", "encoder") == "first"  # [CLS], trained as the summary
+    assert auto_pooling(gpt2, "template", "encoder") == "last"  # a template without a leading special token
+    assert auto_pooling(bert, "template", "decoder") == "last"  # a causal decoder's last position read everything
+    assert auto_pooling(bert, "template", "encoder-decoder") == "last"  # BART: the decoder's final token
+
+
 def test_template_inputs_leave_the_body_alone():
     body = gpt_body("template")
     assert body.tokenizer.vocab_size == body.model.config.vocab_size == 300
@@ -69,13 +79,13 @@ def test_resizing_keeps_old_rows_and_ties_the_head():
 def pair_model(task, both_orders):
     body = gpt_body(dropout=0.0)
     kind = task_kind(TASKS[task])
-    encoder = Encoder(body.tokenizer, 48, "last", both_orders=both_orders)
-    model = FinetuneModel(body.model, kind.head(16, "last"), kind, lm_weight=0.0).eval()
+    encoder = TaskEncoder(body.tokenizer, 48, "last", both_orders=both_orders)
+    model = FinetuneModel(body, kind.head(16, "last"), kind, lm_weight=0.0).eval()
     return model, kind, encoder
 
 
 def pair_logits(model, kind, encoder, a, b):
-    batch = kind.collate(kind.features([PairExample(a, b, 1)], encoder))
+    batch = kind.collate(kind.encode_examples([PairExample(a, b, 1)], encoder))
     with torch.no_grad():
         return model(batch)[0]
 
@@ -83,13 +93,13 @@ def pair_logits(model, kind, encoder, a, b):
 def test_similarity_reads_both_orders_and_sums_them():
     a, b = "the film was good and fun", "a great actor"
     model, kind, encoder = pair_model("mrpc", both_orders=True)
-    (feature,) = kind.features([PairExample(a, b, 1)], encoder)
+    (encoded,) = kind.encode_examples([PairExample(a, b, 1)], encoder)
     tok = encoder.tokenizer
-    assert feature.input_ids == [tok.encode(a, b), tok.encode(b, a)]  # (a, b) and (b, a)
+    assert encoded.input_ids == [tok.encode(a, b), tok.encode(b, a)]  # (a, b) and (b, a)
     torch.testing.assert_close(pair_logits(model, kind, encoder, a, b), pair_logits(model, kind, encoder, b, a))
     one_way = dataclasses.replace(encoder, both_orders=False)
     assert not torch.allclose(pair_logits(model, kind, one_way, a, b), pair_logits(model, kind, one_way, b, a))
-    (rte,) = task_kind(TASKS["rte"]).features([PairExample(a, b, 1)], encoder)
+    (rte,) = task_kind(TASKS["rte"]).encode_examples([PairExample(a, b, 1)], encoder)
     assert rte.input_ids == [tok.encode(a, b)]  # entailment has an order: one sequence
 
 
@@ -97,26 +107,34 @@ def test_multiple_choice_scores_each_option_as_its_own_sequence():
     tok = gpt_body().tokenizer
     kind = task_kind(TASKS["copa"])
     example = ChoiceExample(1, "it rained", "effect", ["the film", "the plot"], 0)
-    (feature,) = kind.features([example], Encoder(tok, 48, "last"))
-    assert feature.input_ids == [tok.encode("it rained", "so the film"), tok.encode("it rained", "so the plot")]
-    assert all(ids[-1] == tok.token_to_id(GPT_EXTRACT) for ids in feature.input_ids)
+    (encoded,) = kind.encode_examples([example], TaskEncoder(tok, 48, "last"))
+    assert encoded.input_ids == [tok.encode("it rained", "so the film"), tok.encode("it rained", "so the plot")]
+    assert all(ids[-1] == tok.token_to_id(GPT_EXTRACT) for ids in encoded.input_ids)
 
 
 def test_auxiliary_lm_loss_is_added_while_training_only():
     body = gpt_body(dropout=0.0)
     kind = task_kind(TASKS["sst2"])
-    encoder = Encoder(body.tokenizer, 48, "last")
+    encoder = TaskEncoder(body.tokenizer, 48, "last")
     examples = [SentenceExample(t, i % 2) for i, t in enumerate(TEXTS[:4])]
-    batch = kind.collate(kind.features(examples, encoder))
-    model = FinetuneModel(body.model, kind.head(16, "last"), kind, lm_weight=0.5)
+    batch = kind.collate(kind.encode_examples(examples, encoder))
+    model = FinetuneModel(body, kind.head(16, "last"), kind, lm_weight=0.5)
     model.head.dropout.p = 0.0
-    logits, l3 = model.train()(batch)
+    logits, out = model.train()(batch)
+    l3 = out.loss
     l2 = F.cross_entropy(logits, batch["labels"])
     lm_logits = body.model(batch["input_ids"])[:, :-1]  # (B, T-1, V): next-token predictions
     targets = batch["input_ids"][:, 1:].masked_fill(batch["attention_mask"][:, 1:] == 0, -100)  # padding skipped
     l1 = F.cross_entropy(lm_logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
     torch.testing.assert_close(l3, l2 + 0.5 * l1)
-    torch.testing.assert_close(model.eval()(batch)[1], l2)  # evaluation reports the task loss
+    torch.testing.assert_close(out.parts["task"], l2)  # the two parts, each a mean over its own units ...
+    torch.testing.assert_close(out.parts["lm"], l1)
+    assert out.weights == {"lm": 0.5}
+    real = int((targets != -100).sum())  # ... the examples, and the tokens L1 predicts (padding predicts nothing)
+    assert {k: int(v) for k, v in model.counts(batch).items()} == {"task": 4, "lm": real} and real < targets.numel()
+    evaluation = model.eval()(batch)[1]
+    torch.testing.assert_close(evaluation.loss, l2)  # evaluation reports the task loss
+    assert evaluation.weights == {"lm": 0.0} and evaluation.parts.keys() == {"task", "lm"}
     l3.backward()
     assert body.model.embedding.token.weight.grad[302].abs().sum() > 0  # the extract token's new row learns
 
@@ -125,7 +143,7 @@ def test_lm_weight_needs_a_causal_lm_body_that_trains():
     body = gpt_body("template", name="bert")
     kind = task_kind(TASKS["sst2"])
     with pytest.raises(ConfigError, match="needs a causal language model with an lm_head"):
-        FinetuneModel(body.model, kind.head(16, "first"), kind, lm_weight=0.5)
+        FinetuneModel(body, kind.head(16, "first"), kind, lm_weight=0.5)
     with pytest.raises(ConfigError, match="lm_weight must be >= 0"):
         FinetuneConfig(lm_weight=-1).validate()
     with pytest.raises(ConfigError, match="freeze_body=true keeps frozen"):

@@ -7,18 +7,9 @@ import random
 import pytest
 import torch
 
-from minilm.objectives.nsp import (
-    IS_NEXT,
-    NOT_NEXT,
-    Template,
-    doc_sentences,
-    full_sentences,
-    make_examples,
-    nsp_loss,
-    nsp_pairs,
-    sentence_pair,
-    truncate_pair,
-)
+from minilm.objectives.formats import doc_sentences, full_sentences, make_examples
+from minilm.objectives.nsp import IS_NEXT, NOT_NEXT, nsp_loss, nsp_pairs, sentence_pair
+from minilm.objectives.segments import Template, pair_budget, segment_pairs, truncate_pair
 
 CLS, SEP = 2, 3
 BERT = Template.bert(CLS, SEP)
@@ -110,6 +101,30 @@ def test_nsp_pairs_are_seeded_and_short_sequences_optional():
         nsp_pairs(docs[:1] + [[]], 48, BERT)
     with pytest.raises(ValueError, match="max_tokens"):
         nsp_pairs(docs, 4, BERT)
+
+
+def test_another_pair_objective_reuses_the_segment_cutting():
+    """A sentence-order objective (ALBERT's SOP: two consecutive segments, swapped half the time) written in a few
+    lines on segment_pairs: the pairs are consecutive, swapped ones read backwards, the labels about 50/50."""
+    docs = documents(n_docs=6, n_sentences=200)
+    rng = random.Random(0)
+
+    def in_order_or_swapped(index, chunk, a_end, target):
+        a, b = [t for s in chunk[:a_end] for t in s], [t for s in chunk[a_end:] for t in s]
+        swapped = len(chunk) > 1 and rng.random() < 0.5
+        return (b, a, 1, len(chunk)) if swapped else (a, b, 0, len(chunk))
+
+    examples = segment_pairs(docs, pair_budget(64, BERT), BERT, in_order_or_swapped, "sentence_order_label", rng, 0.0)
+    pairs = [e for e in examples if (e["token_type_ids"] == 1).sum() > 1]  # a one-sentence chunk has no B
+    assert len(pairs) > 0.95 * len(examples) and all(len(e["input_ids"]) <= 64 for e in examples)
+    labels = [int(e["sentence_order_label"]) for e in pairs]
+    assert_binomial(labels.count(1), len(labels), 0.5)
+    for e, label in zip(pairs, labels, strict=True):
+        first, second = split_pair(e)
+        assert contiguous(first) and contiguous(second) and doc_of(first[0]) == doc_of(second[0])
+        assert first[0] > second[-1] if label else second[0] > first[-1]  # swapped pairs read backwards
+    with pytest.raises(ValueError, match="leaves no room for A and B"):
+        pair_budget(4, BERT)
 
 
 def test_truncate_pair_longest_first():

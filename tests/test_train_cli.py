@@ -1,12 +1,18 @@
 """``python -m minilm.train``: help, a tiny end-to-end run with resume, and one clear message per bad input."""
 
 import dataclasses
+import json
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pytest
 
+from minilm.recipes.bert import MaskedLMConfig, MaskedLMPairConfig
+from minilm.recipes.gpt import clm_loss
+from minilm.recipes.language_model import lm_blocks
 from minilm.train import checkpoint as ckpt
+from minilm.train import registry
 from minilm.train.pretrain import PretrainConfig, main
 from minilm.train.trainer import TrainConfig, read_metrics
 
@@ -34,6 +40,13 @@ def test_help_documents_every_option():
             assert f"{field.name}=" in done.stdout, field.name
     for words in ("--resume", "--config", "torchrun", "gpt: sizes tiny, small, gpt1, gpt2", "clm (models: gpt)"):
         assert words in done.stdout
+    objective_keys = done.stdout[done.stdout.index("[objective] objective.<key>=value") :]
+    for cls in (MaskedLMConfig, MaskedLMPairConfig):  # every objective's settings, with their defaults
+        for field in dataclasses.fields(cls):
+            assert f"{field.name}={getattr(cls(), field.name)}" in objective_keys, field.name
+    assert "format=segment_pair        segment_pair (BERT's) or sentence_pair" in objective_keys
+    assert 'masking=dynamic            "dynamic" (new masks every batch)' in objective_keys  # inherited comment
+    assert "bert: sizes tiny, small" in done.stdout and "kind encoder" in done.stdout and "kind decoder" in done.stdout
 
 
 def test_a_tiny_run_ends_with_perplexity_sample_and_run_dir_then_resumes(tmp_path, capsys):
@@ -71,6 +84,12 @@ def test_a_toml_config_with_overrides(tmp_path, capsys):
         (["seq_len=300"], "seq_len=300 is longer than the model allows (max_len=256)"),
         (["lr"], "is not of the form key=value"),
         (["corpus=/no/such/file.txt"], "neither one of gutenberg"),
+        (["--model", "bert", "--objective", "mlm", "objective.formt=x"], "unknown objective key 'formt'; did you mean"),
+        (["--model", "bert", "--objective", "mlm", "maskng=static"], "unknown key 'maskng'; did you mean 'masking'?"),
+        (["--model", "bert", "--objective", "mlm", "format=pairs"], "format='pairs' is not one of segment_pair"),
+        (["format=segment_pair"], "format= is a setting of objective mlm, mlm+nsp, not of clm (it takes no settings)"),
+        (["objective.format=doc"], "objective 'clm' takes no settings: objective.format has nothing to set (format is"),
+        (["--model", "bert", "--objective", "mlm", "whole_word=maybe"], "objective key 'whole_word' expects bool"),
     ],
 )
 def test_bad_input_is_one_clear_message(args, message, tmp_path, capsys):
@@ -130,3 +149,47 @@ def test_next_sentence_prediction_needs_pairs(tmp_path, capsys):
     assert "needs sentence pairs" in capsys.readouterr().err
     assert main([*TINY[:3], "--model", "gpt", "--objective", "mlm", f"run_dir={tmp_path}"]) == 2
     assert "objective 'mlm' trains bert, roberta, not model 'gpt'" in capsys.readouterr().err
+
+
+def test_objective_settings_from_toml_and_command_line_are_recorded_and_resumed(tmp_path, capsys):
+    config = tmp_path / "job.toml"
+    config.write_text('[objective]\nmasking = "static"\nformat = "sentence_pair"\n')
+    run_dir = tmp_path / "run"
+    tiny = [a for a in TINY if not a.startswith(("model.", "vocab_size"))]
+    args = ["--model", "bert", "--objective", "mlm", "--config", str(config), "objective.whole_word=true"]
+    args += ["format=doc_sentences", "vocab_size=600", "max_steps=2", "sample_tokens=0", f"run_dir={run_dir}"]
+    assert main([*tiny, *args]) == 0  # the command line's format= wins over the file's
+    recorded = json.loads((run_dir / "config.json").read_text())
+    expected = {"format": "doc_sentences", "masking": "static", "whole_word": True}
+    assert recorded["objective"] == expected and "format" not in recorded["job"]
+    assert main(["--resume", str(run_dir), "max_steps=3"]) == 0  # the resumed run keeps the objective's settings
+    assert json.loads((run_dir / "config.json").read_text())["objective"] == expected
+    assert main(["--resume", str(run_dir), "max_steps=4", "masking=dynamic"]) == 0  # and takes new ones
+    assert json.loads((run_dir / "config.json").read_text())["objective"] == {**expected, "masking": "dynamic"}
+    assert "at step 3" in capsys.readouterr().out
+
+
+@dataclass
+class SmoothedConfig:
+    smoothing: float = 0.0  # a setting no other section has
+    seed: int = 0  # a setting [job] and [train] have too: ambiguous as a short key
+
+
+def test_a_short_key_of_the_run_and_the_objective_is_ambiguous(tmp_path, monkeypatch, capsys):
+    registry.objectives()  # the built-ins first
+    smoothed = registry.ObjectiveEntry("smoothed", ("gpt",), lm_blocks, clm_loss, config_class=SmoothedConfig)
+    monkeypatch.setitem(registry.OBJECTIVES, "smoothed", smoothed)
+    assert main([*TINY, "--objective", "smoothed", "seed=3", f"run_dir={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert "key 'seed' is ambiguous: smoothed's settings and [job][train] have it; write job.seed=3 or " in err
+    assert "train.seed=3 or objective.seed=3" in err
+    assert main([*TINY, "--objective", "mlm", "--model", "bert", "smoothing=0.1", f"run_dir={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert "smoothing= is a setting of objective smoothed, not of mlm (its settings: format, masking, whole_word)" in (
+        err
+    )
+    run = [*TINY, "--objective", "smoothed", "smoothing=0.1", "objective.seed=2", "job.seed=1", "max_steps=1"]
+    assert main([*run, "sample_tokens=0", f"run_dir={tmp_path}"]) == 0  # qualified keys are never ambiguous
+    recorded = json.loads((tmp_path / "config.json").read_text())
+    assert recorded["objective"] == {"smoothing": 0.1, "seed": 2} and recorded["job"]["seed"] == 1
+    assert recorded["train"]["seed"] == 0

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from minilm.models.gpt import GPT, GPTConfig
+from minilm.recipes.gpt import clm_loss
 from minilm.train import checkpoint as ckpt
-from minilm.train.builtins import clm_loss
 from minilm.train.config import ConfigError, update
 from minilm.train.trainer import (
     BatchOrder,

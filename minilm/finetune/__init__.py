@@ -1,15 +1,15 @@
 """Fine-tuning on the same Trainer as pretraining: a task registry, generic heads, the benchmarks' own metrics.
 
 ``python -m minilm.finetune --task mrpc --pretrained RUN_DIR`` (see ``--help``); ``python -m minilm.finetune
-table RUN_DIR ...`` prints a GLUE-style table. Modules: ``config`` (FinetuneConfig, resolution), ``tasks`` (a
+table RUN_DIR ...`` prints a GLUE-style table. Modules: ``config`` (FinetuneConfig, resolution), ``kinds`` (a
 kind per task shape: inputs, head, loss, predictions, metrics), ``model`` (body adapter and loading), ``table``,
 ``cli``.
 """
 
 from minilm.finetune.cli import main, run
 from minilm.finetune.config import FinetuneConfig
+from minilm.finetune.kinds import task_kind
 from minilm.finetune.model import FinetuneModel, encode
 from minilm.finetune.table import glue_table
-from minilm.finetune.tasks import task_kind
 
 __all__ = ["FinetuneConfig", "FinetuneModel", "encode", "glue_table", "main", "run", "task_kind"]

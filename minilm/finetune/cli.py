@@ -25,16 +25,16 @@ from minilm.data.tasks import TASKS, load_task
 from minilm.files import atomic_write_text
 from minilm.finetune import model as bodies
 from minilm.finetune.config import DEFAULT_TRAIN, SHORTHANDS, FinetuneConfig, resolve
+from minilm.finetune.kinds import EncodedExample, TaskEncoder, TaskKind, task_kind
 from minilm.finetune.model import (
-    FEATURES,
     INPUT_FORMATS,
+    LAYER_CHOICES,
     FinetuneModel,
     auto_pooling,
-    feature_size,
     finetune_loss,
+    head_width,
 )
 from minilm.finetune.table import RESULTS_FILE, find_results, glue_table
-from minilm.finetune.tasks import Encoder, Feature, TaskKind, task_kind
 from minilm.train import checkpoint as ckpt
 from minilm.train.cli import exit_code, models_help, parse_command_line, settings_help
 from minilm.train.trainer import TrainConfig, Trainer, to_device
@@ -61,12 +61,12 @@ def load_examples(kind: TaskKind, split: str, n: int, seed: int) -> list:
 
 
 @torch.no_grad()
-def predict(model: FinetuneModel, features: list[Feature], batch_size: int, device, dtype) -> list:
-    """The kind's prediction for every feature, in order (evaluation mode, no gradients)."""
+def predict(model: FinetuneModel, encoded: list[EncodedExample], batch_size: int, device, dtype) -> list:
+    """The kind's prediction for every encoded example, in order (evaluation mode, no gradients)."""
     model.eval()
     predictions = []
-    for i in range(0, len(features), batch_size):
-        chunk = features[i : i + batch_size]
+    for i in range(0, len(encoded), batch_size):
+        chunk = encoded[i : i + batch_size]
         batch = to_device(model.kind.collate(chunk), device)
         with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
             logits, _ = model(batch)
@@ -110,20 +110,24 @@ def run(job: FinetuneConfig, train: TrainConfig, model_overrides: dict, resume: 
     for split, examples in splits.items():
         kind.check_texts(examples, body.tokenizer, split)
     gpt_inputs = body.input_format == "gpt"
-    pooling = auto_pooling(body.tokenizer, body.input_format) if job.pooling == "auto" else job.pooling
-    encoder = Encoder(body.tokenizer, job.max_length, pooling, both_orders=gpt_inputs)
-    val_features = kind.features(val_examples, encoder)
-    head = kind.head(feature_size(body.model, job.features), pooling)
-    model = FinetuneModel(body.model, head, kind, job.freeze_body, job.features, job.lm_weight)
+    pooling = job.pooling
+    if pooling == "auto":
+        pooling = auto_pooling(body.tokenizer, body.input_format, body.entry.kind)
+    encoder = TaskEncoder(body.tokenizer, job.max_length, pooling, both_orders=gpt_inputs)
+    val_encoded = kind.encode_examples(val_examples, encoder)
+    head = kind.head(head_width(body, job.features), pooling)
+    model = FinetuneModel(body, head, kind, job.freeze_body, job.features, job.lm_weight)
     run_config = {"job": dataclasses.asdict(job), "model": dataclasses.asdict(body.config)}
     trainer = Trainer(
         model,
         finetune_loss,
-        kind.features(train_examples, encoder),
+        kind.encode_examples(train_examples, encoder),
         train,
-        eval_data=val_features,
+        eval_data=val_encoded,
         collate=kind.collate,
         run_config=run_config,
+        counts=model.counts,
+        perplexity=False,
     )
     if resume is not None:
         print(f"resumed from {resume} at step {trainer.resume(resume)}")
@@ -139,8 +143,8 @@ def run(job: FinetuneConfig, train: TrainConfig, model_overrides: dict, resume: 
     trainer.fit()
     if not trainer.dist.is_main:  # rank 0 scores and writes the results
         return {}
-    eval_features = kind.features(eval_examples, encoder) if on_test else val_features
-    predictions = predict(model, eval_features, train.batch_size, trainer.device, trainer.dtype)
+    eval_encoded = kind.encode_examples(eval_examples, encoder) if on_test else val_encoded
+    predictions = predict(model, eval_encoded, train.batch_size, trainer.device, trainer.dtype)
     results = {
         "task": job.task,
         "split": job.eval_split,
@@ -173,7 +177,7 @@ def _options_text() -> str:
     lines.append("input formats (input_format=; auto: the model's own, gpt for gpt, template for the others):")
     lines += [f"    {name:<17} {text}" for name, text in INPUT_FORMATS.items()]
     lines.append("features (hidden states the head reads; with freeze_body=true, BERT's feature-based approach):")
-    lines += [f"    {name:<17} {text}" for name, (_, text) in FEATURES.items()]
+    lines += [f"    {name:<17} {text}" for name, (_, text) in LAYER_CHOICES.items()]
     lines.append("tasks (metrics):")
     for name, info in TASKS.items():
         lines.append(f"    {name:<8} {task_kind(info).name:<9} {', '.join(info.metrics)}")

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 
 from minilm.data.tasks import SPLITS, TASKS
-from minilm.finetune.model import FEATURES, INPUT_FORMATS
+from minilm.finetune.model import INPUT_FORMATS, LAYER_CHOICES
 from minilm.heads import POOLING
 from minilm.train.cli import command_line_layer, resolve_layers
 from minilm.train.config import ConfigError, choice
@@ -25,7 +25,7 @@ class FinetuneConfig:
     vocab_size: int = 8192  # from scratch: tokenizer trained on the task's training texts
     max_length: int = 128  # tokens per input (text, pair, question + context), longer ones truncated
     input_format: str = "auto"  # "template" (the tokenizer's), "gpt" (start/delim/extract tokens); auto: the model's
-    pooling: str = "auto"  # summary position: "first", "last", "mean"; auto: first if the template starts [CLS]
+    pooling: str = "auto"  # summary: "first", "last", "mean"; auto: first if an encoder starts [CLS], else last
     freeze_body: bool = False  # feature-based: train only the head, keep the pretrained body as it is
     features: str = "last"  # layers the head reads (choices below: BERT Table 7); feature-based with freeze_body
     lm_weight: float = 0.0  # λ of GPT's auxiliary LM loss, L3 = L2 + λ·L1 (the paper: 0.5); needs a causal LM body
@@ -44,7 +44,7 @@ class FinetuneConfig:
             raise ConfigError(f"lm_weight must be >= 0 (0: no auxiliary LM loss), got {self.lm_weight}")
         if self.lm_weight and self.freeze_body:
             raise ConfigError("lm_weight trains the body's LM, which freeze_body=true keeps frozen: drop one of them")
-        choice(self.features, FEATURES, "features")
+        choice(self.features, LAYER_CHOICES, "features")
         choice(self.eval_split, SPLITS[1:], "eval_split")
         if self.max_length < 4:
             raise ConfigError(f"max_length must be at least 4, got {self.max_length}")
@@ -68,14 +68,15 @@ DEFAULT_TRAIN = TrainConfig(
     keep_last=1,
 )
 SHORTHANDS = ("task", "pretrained", "model", "size")  # --task X is task=X
+SECTIONS = ("job", "train", "model")  # fine-tuning has no objective: a pretrained run brings its own
 
 
 def resolve(args) -> tuple[FinetuneConfig, TrainConfig, dict]:
     """(job, train, model overrides) from defaults <- --resume's config.json <- --config TOML <- the command line."""
     job, train = FinetuneConfig(), DEFAULT_TRAIN
     layer = command_line_layer(args.overrides, {key: getattr(args, key) for key in SHORTHANDS}, job, train)
-    job, train, model = resolve_layers(job, train, args.resume, args.config, layer)
+    job, train, open_sections = resolve_layers(job, train, args.resume, args.config, layer, SECTIONS)
     if not train.run_dir:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         train = dataclasses.replace(train, run_dir=f"runs/finetune-{job.task}-{job.model}-{stamp}")
-    return job, train, model
+    return job, train, open_sections["model"]

@@ -1,17 +1,18 @@
 """The fine-tuning model: any registered model as the body, a task head on its final hidden states (or on the
-features of chosen layers, see :class:`LayerFeatures`).
+hidden states of chosen layers, see :class:`LayerSelection`).
 
-The body contract is the one every registered model keeps (see :mod:`minilm.train.registry`):
-``features(input_ids, attention_mask=...) -> TransformerOutput`` with ``last_hidden_state`` (B, T, C), computed
-without the language-model head, and ``hidden_states`` (n_layers + 1 of (B, T, C): the embeddings, then each
-layer's output) when asked with ``output_hidden_states=True`` (or always, when ``features`` has no such argument);
-``token_type_ids`` is passed too when ``features`` takes it (BERT-style segment embeddings). Nothing here knows GPT.
+The body keeps the interface every registered model declares (see :mod:`minilm.train.registry`)::
+
+    features(input_ids, attention_mask=None, token_type_ids=None, output_hidden_states=False) -> TransformerOutput
+
+with ``last_hidden_state`` (B, T, C), computed without the language-model head, and ``hidden_states`` (n_layers + 1
+of (B, T, C): the embeddings, then each layer's output) when asked. C and the number of layers come from the body's
+config through its registry entry (:attr:`Body.hidden_size`, :attr:`Body.n_layers`). Nothing here knows GPT.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,65 +20,38 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from minilm.finetune.tasks import TaskKind
-from minilm.heads import IGNORE_INDEX
+from minilm.finetune.kinds import TaskKind
 from minilm.nn.scalar_mix import ScalarMix
 from minilm.objectives.causal_lm import causal_lm_loss
+from minilm.objectives.labels import IGNORE_INDEX
 from minilm.tokenizers import Tokenizer, train_tokenizer
 from minilm.tokenizers.families import get_family
 from minilm.train import checkpoint as ckpt
-from minilm.train.config import ConfigError, choice, update
-from minilm.train.registry import ModelEntry, build_model, check_size, get_model, model_config
+from minilm.train.config import ConfigError, choice, from_dict, update
+from minilm.train.registry import ModelEntry, build_model, check_size, get_model, get_objective, model_config
 from minilm.train.trainer import LossOutput
 
 TOKENIZER_DIR = "tokenizer"  # in a run directory, next to checkpoints/ (as minilm.train writes it)
 
 
-def _inputs(model: nn.Module, batch: dict) -> dict:
-    """``features``' keyword arguments for a batch: the attention mask, and token types when it takes them."""
-    inputs = {"attention_mask": batch["attention_mask"]}
-    if "token_type_ids" in inspect.signature(model.features).parameters:
-        inputs["token_type_ids"] = batch["token_type_ids"]
-    return inputs
-
-
 def encode(model: nn.Module, batch: dict) -> Tensor:
-    """The final hidden states (B, T, C) of any registered model for a batch of input_ids/attention_mask (B, T)."""
-    return model.features(batch["input_ids"], **_inputs(model, batch)).last_hidden_state
+    """The final hidden states (B, T, C) of any registered model for a batch (input_ids, attention_mask and
+    token_type_ids, each (B, T))."""
+    return model.features(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).last_hidden_state
 
 
 def encode_layers(model: nn.Module, batch: dict) -> tuple[Tensor, ...]:
     """Every hidden state of any registered model for a batch: n_layers + 1 of (B, T, C), the embeddings first."""
-    inputs = _inputs(model, batch)
-    if "output_hidden_states" in inspect.signature(model.features).parameters:
-        inputs["output_hidden_states"] = True
-    hidden_states = model.features(batch["input_ids"], **inputs).hidden_states
-    if not hidden_states:
+    out = model.features(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], True)
+    if not out.hidden_states:
         raise ConfigError(f"{type(model).__name__}.features returns no hidden_states: use features=last with it")
-    return tuple(hidden_states)
+    return tuple(out.hidden_states)
 
 
-def _one_token(model: nn.Module) -> dict:
-    one = torch.ones(1, 1, dtype=torch.long, device=next(model.parameters()).device)
-    return {"input_ids": one, "attention_mask": one, "token_type_ids": one * 0}
-
-
-def hidden_size(model: nn.Module) -> int:
-    """C of the body's hidden states, found by encoding one token (whatever the config calls it)."""
-    with torch.no_grad():
-        return encode(model, _one_token(model)).size(-1)
-
-
-def count_layers(model: nn.Module) -> int:
-    """How many layers the body has (its hidden states less the embeddings), found by encoding one token."""
-    with torch.no_grad():
-        return len(encode_layers(model, _one_token(model))) - 1
-
-
-# ---------------------------------------------------------------------------------------------- features of layers
+# ---------------------------------------------------------------------------------------------- layer selection
 
 # features=: which hidden states the head reads (BERT, Devlin et al. 2019, Table 7): (layers it needs, what it is)
-FEATURES = {
+LAYER_CHOICES = {
     "last": (1, "the last layer's output, last_hidden_state (the default)"),
     "second_to_last": (2, "layer L-1's output"),
     "sum_last_four": (4, "h_{L-3} + h_{L-2} + h_{L-1} + h_L, C wide"),
@@ -87,88 +61,92 @@ FEATURES = {
 }
 
 
-def feature_size(model: nn.Module, features: str = "last") -> int:
-    """The width of the features the head reads: the body's C, or 4·C for concat_last_four."""
-    return hidden_size(model) * (4 if features == "concat_last_four" else 1)
+def head_width(body: Body, layers: str = "last") -> int:
+    """The width of what the head reads: the body's C, or 4·C for concat_last_four."""
+    return body.hidden_size * (4 if layers == "concat_last_four" else 1)
 
 
-class LayerFeatures(nn.Module):
+class LayerSelection(nn.Module):
     """A body's hidden states (n_layers + 1 of (B, T, C): embeddings, then layers 1..L) -> the head's input.
 
-    ``features`` is one of :data:`FEATURES` (BERT's Table 7 choices); only weighted_all has parameters (a
-    :class:`~minilm.nn.scalar_mix.ScalarMix` over the L layers, without the embeddings, as the paper's "weighted sum
-    all 12 layers"; ELMo's own mix also takes layer 0). The sum and the mix add the layers as they come out: a
-    pre-LN body's (GPT's) middle layers are un-normalised residual streams, only its last one passed the final norm.
-    A ConfigError when the body has fewer than the layers asked for; :func:`feature_size` is the output's width.
+    ``layers`` is one of :data:`LAYER_CHOICES` (BERT's Table 7 choices, the ``features=`` setting); only
+    weighted_all has parameters (a :class:`~minilm.nn.scalar_mix.ScalarMix` over the L layers, without the
+    embeddings, as the paper's "weighted sum all 12 layers"; ELMo's own mix also takes layer 0). The sum and the mix
+    add the layers as they come out: a pre-LN body's (GPT's) middle layers are un-normalised residual streams, only
+    its last one passed the final norm. A ConfigError when the body has fewer than the layers asked for;
+    :func:`head_width` is the output's width.
     """
 
-    def __init__(self, features: str, n_layers: int) -> None:
+    def __init__(self, layers: str, n_layers: int) -> None:
         super().__init__()
-        choice(features, FEATURES, "features")
-        needed = FEATURES[features][0]
+        choice(layers, LAYER_CHOICES, "features")
+        needed = LAYER_CHOICES[layers][0]
         if n_layers < needed:
             raise ConfigError(
-                f"features={features} needs a body of at least {needed} layers, this one has {n_layers}"
+                f"features={layers} needs a body of at least {needed} layers, this one has {n_layers}"
                 " (choose another features= or a deeper model)"
             )
-        self.features, self.n_layers = features, n_layers
-        self.mix = ScalarMix(n_layers) if features == "weighted_all" else None
+        self.choice, self.n_layers = layers, n_layers
+        self.mix = ScalarMix(n_layers) if layers == "weighted_all" else None
 
     def forward(self, hidden_states: Sequence[Tensor]) -> Tensor:
         if len(hidden_states) != self.n_layers + 1:
             raise ValueError(f"expected {self.n_layers + 1} hidden states, got {len(hidden_states)}")
-        f, h = self.features, hidden_states
-        if f == "last":
+        c, h = self.choice, hidden_states
+        if c == "last":
             return h[-1]
-        if f == "second_to_last":
+        if c == "second_to_last":
             return h[-2]
-        if f == "embeddings":
+        if c == "embeddings":
             return h[0]
-        if f == "sum_last_four":
+        if c == "sum_last_four":
             return h[-4] + h[-3] + h[-2] + h[-1]
-        if f == "concat_last_four":
+        if c == "concat_last_four":
             return torch.cat(list(h[-4:]), dim=-1)
         return self.mix(h[1:])  # weighted_all
 
 
 class FinetuneModel(nn.Module):
-    """``body`` (a registered model), ``head`` (from the task kind); forward(batch) -> (logits, loss).
+    """``body`` (a :class:`Body`: a registered model and its config), ``head`` (from the task kind);
+    forward(batch) -> (logits, LossOutput).
 
     ``lm_weight`` λ > 0 adds GPT's auxiliary objective while training (Radford et al. 2018, eq. 5):
     L3 = L2 + λ·L1, the task loss plus λ times the body's causal LM loss on the same inputs, predicted by its own
-    ``lm_head`` from the final hidden states; evaluation reports the task loss L2 alone.
+    ``lm_head`` from the final hidden states. The loss then has two parts, ``task`` (L2) and ``lm`` (L1), each a
+    mean over its own units (see :meth:`counts`); evaluation weighs ``lm`` 0, so its loss is the task loss L2.
 
     ``freeze_body``: feature-based fine-tuning, only the head learns (and the layer mix of features=weighted_all);
-    the body stays in eval mode (no dropout) and runs without autograd. ``features``: which hidden states the head
-    reads (:data:`FEATURES`; the head must be built :func:`feature_size` wide), with or without ``freeze_body``.
-    freeze_body=true with features= is BERT's feature-based approach (Devlin et al. 2019, §5.3, Table 7, CoNLL-2003
-    NER); the paper fed its frozen features to a two-layer 768-dimensional BiLSTM before the classifier, here the head
-    is the task kind's own head (a linear layer for tagging), so scores are not the paper's. Checkpoints record the
-    body's config as the model config.
+    the body stays in eval mode (no dropout) and runs without autograd. ``layers``: which hidden states the head
+    reads (the ``features=`` setting, :data:`LAYER_CHOICES`; the head must be built :func:`head_width` wide), with or
+    without ``freeze_body``. freeze_body=true with features= is BERT's feature-based approach (Devlin et al. 2019,
+    §5.3, Table 7, CoNLL-2003 NER); the paper fed its frozen features to a two-layer 768-dimensional BiLSTM before
+    the classifier, here the head is the task kind's own head (a linear layer for tagging), so scores are not the
+    paper's. Checkpoints record the body's config as the model config.
     """
 
     def __init__(
         self,
-        body: nn.Module,
+        body: Body,
         head: nn.Module,
         kind: TaskKind,
         freeze_body: bool = False,
-        features: str = "last",
+        layers: str = "last",
         lm_weight: float = 0.0,
     ) -> None:
         super().__init__()
-        self.body, self.head, self.kind, self.freeze_body, self.lm_weight = body, head, kind, freeze_body, lm_weight
-        if lm_weight and not isinstance(getattr(body, "lm_head", None), nn.Module):
+        self.body, self.head, self.kind = body.model, head, kind
+        self.freeze_body, self.lm_weight = freeze_body, lm_weight
+        if lm_weight and not isinstance(getattr(body.model, "lm_head", None), nn.Module):
             raise ConfigError(
                 f"lm_weight={lm_weight} needs a causal language model with an lm_head (gpt); "
-                f"{type(body).__name__} has none: set lm_weight=0"
+                f"{type(body.model).__name__} has none: set lm_weight=0"
             )
-        self.config = getattr(body, "config", None)
-        choice(features, FEATURES, "features")
+        self.config = body.config
+        choice(layers, LAYER_CHOICES, "features")
         # "last" reads last_hidden_state as ever (no hidden states asked for, nothing added to checkpoints)
-        self.layers = LayerFeatures(features, count_layers(body)) if features != "last" else None
+        self.layers = LayerSelection(layers, body.n_layers) if layers != "last" else None
         if freeze_body:
-            body.requires_grad_(False)
+            body.model.requires_grad_(False)
 
     def train(self, mode: bool = True) -> FinetuneModel:
         super().train(mode)
@@ -176,7 +154,7 @@ class FinetuneModel(nn.Module):
             self.body.eval()
         return self
 
-    def forward(self, batch: dict) -> tuple[Tensor, Tensor]:
+    def forward(self, batch: dict) -> tuple[Tensor, LossOutput]:
         frozen = torch.no_grad() if self.freeze_body else contextlib.nullcontext()
         with frozen:
             if self.layers is None:
@@ -187,34 +165,46 @@ class FinetuneModel(nn.Module):
         if self.layers is not None:
             hidden = self.layers(hidden_states)  # outside no_grad: the weighted_all mix learns on a frozen body too
         logits = self.kind.logits(self.head, hidden, batch)
-        loss = self.kind.loss(self.head, logits, batch["labels"])  # L2
-        if self.lm_weight and self.training:
-            loss = loss + self.lm_weight * self.auxiliary_lm_loss(last, batch)  # L3 = L2 + λ·L1
-        return logits, loss
+        task = self.kind.loss(self.head, logits, batch["labels"])  # L2
+        n_tokens = int(batch["attention_mask"].sum())
+        if not self.lm_weight:
+            return logits, LossOutput(task, n_tokens)
+        lm = self.auxiliary_lm_loss(last, batch)  # L1
+        weight = self.lm_weight if self.training else 0.0  # L3 = L2 + λ·L1 in training; L2 in evaluation
+        return logits, LossOutput(task + weight * lm, n_tokens, parts={"task": task, "lm": lm}, weights={"lm": weight})
 
     def auxiliary_lm_loss(self, last_hidden: Tensor, batch: dict) -> Tensor:
         """L1 on the fine-tuning inputs: every real token predicted from the ones before it (padding skipped)."""
         targets = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, IGNORE_INDEX)  # (B, T)
         return causal_lm_loss(self.body.lm_head(last_hidden[:, :-1]), targets, ignore_index=IGNORE_INDEX)
 
+    def counts(self, batch: dict) -> dict[str, int | Tensor]:
+        """The units each part of the loss averages over in ``batch`` (the Trainer's ``counts``): the task kind's
+        (examples, or labelled tokens for tagging) and, with ``lm_weight``, the tokens L1 predicts."""
+        task = self.kind.counts(batch)
+        if not self.lm_weight:
+            return {"loss": task}
+        return {"task": task, "lm": batch["attention_mask"][:, 1:].sum()}
+
 
 def finetune_loss(model: nn.Module, batch: dict) -> LossOutput:
     """The Trainer's loss function: the model computes the task loss itself."""
-    _, loss = model(batch)
-    return LossOutput(loss, n_tokens=int(batch["attention_mask"].sum()))
+    return model(batch)[1]
 
 
-def auto_pooling(tokenizer: Tokenizer, input_format: str = "template") -> str:
-    """ "first" when the tokenizer's template starts with a special token ([CLS], <s>), else "last" (GPT, T5);
-    "last" with GPT's inputs, whose extract token ends every sequence."""
-    if input_format == "gpt":
+def auto_pooling(tokenizer: Tokenizer, input_format: str = "template", kind: str = "encoder") -> str:
+    """The summary position for a body of ``kind`` (see :data:`minilm.train.registry.KINDS`): "first" for an encoder
+    whose template starts with a special token ([CLS], <s>), else "last": a decoder's (GPT's; ELMo's) or an
+    encoder-decoder's last position is the one that read the whole input, and GPT's inputs end with the extract
+    token."""
+    if input_format == "gpt" or kind != "encoder":
         return "last"
     return "last" if get_family(tokenizer.family).single.split()[0].startswith("$") else "first"
 
 
 # ---------------------------------------------------------------------------------------------- input formats
 
-# input_format=: how texts become a model's input sequences (see minilm.finetune.tasks)
+# input_format=: how texts become a model's input sequences (see minilm.finetune.kinds)
 INPUT_FORMATS = {
     "template": "the tokenizer's own templates ([CLS] a [SEP] b [SEP] for BERT; a b for GPT-2's tokenizer)",
     "gpt": "GPT's transformations: <|start|> a <|delim|> b <|extract|>, symmetric pairs both ways, summed",
@@ -265,13 +255,23 @@ def apply_input_format(body: Body, input_format: str) -> None:
 class Body:
     """A body ready for a head: the model, its config, its registry entry and its tokenizer."""
 
-    model: nn.Module
+    model: nn.Module  # a registered model (the one inside a composite pretraining module, unwrapped)
     config: object
     entry: ModelEntry
-    tokenizer: Tokenizer
+    tokenizer: Tokenizer | None  # None only where no text is encoded (token ids fed directly: benchmarks)
     checkpoint: Path | None = None  # the pretrained weights it was loaded from
     label: str = ""  # the pretraining run and step ("gpt-clm-20250101-120000@400"), for tables
     input_format: str = "template"  # set by apply_input_format
+
+    @property
+    def hidden_size(self) -> int:
+        """C, the width of the body's hidden states (from its config: ELMo's are 2 * projection_dim wide)."""
+        return self.entry.hidden_size(self.config)
+
+    @property
+    def n_layers(self) -> int:
+        """The body's layers: its hidden states less the embeddings (from its config)."""
+        return self.entry.n_layers(self.config)
 
 
 def pretrained_run_dir(checkpoint: Path) -> Path:
@@ -280,28 +280,41 @@ def pretrained_run_dir(checkpoint: Path) -> Path:
 
 
 def from_pretrained(path: str, model_overrides: dict, tokenizer_dir: Path | None = None) -> Body:
-    """The model of a pretraining run (its registry name and config from the checkpoint), its weights and tokenizer.
+    """The model of a pretraining run, its weights and tokenizer.
 
-    ``model_overrides`` may change what leaves the weights' shapes alone (dropout, say).
+    The run's config (in the checkpoint) names the registered model and objective and holds their configs: the model
+    is built, wrapped as its objective trained it (ELECTRA's generator beside it, a frozen teacher, ...: one module,
+    as the Trainer saved it), loaded, and unwrapped to the body. ``model_overrides`` may change what leaves the
+    weights' shapes alone (dropout, say).
     """
     checkpoint = ckpt.find_checkpoint(path)
     meta = ckpt.read_meta(checkpoint)
-    name = ((meta.get("config") or {}).get("job") or {}).get("model")
-    if name is None or not isinstance(meta.get("model_config"), dict):
+    run = meta.get("config") or {}
+    job = run.get("job") or {}
+    if "model" not in job or not isinstance(run.get("model"), dict):
         raise ckpt.CheckpointError(f"checkpoint {checkpoint} does not say which registered model it holds")
-    entry = get_model(name)
+    entry = get_model(job["model"])
+    objective = get_objective(job["objective"]) if job.get("objective") else None
     try:
-        config = entry.config_class(**meta["model_config"])
-    except TypeError as err:
-        raise ckpt.CheckpointError(f"checkpoint {checkpoint}: its model_config does not fit {name} ({err})") from None
+        config = from_dict(entry.config_class, run["model"], "model")
+        settings = None
+        if objective is not None and objective.config_class is not None:
+            settings = from_dict(objective.config_class, run.get("objective") or {}, "objective")
+    except ConfigError as err:
+        raise ckpt.CheckpointError(
+            f"checkpoint {checkpoint}: its run config does not fit {entry.name}: {err}"
+        ) from None
     config = update(config, model_overrides, "model")
-    model = entry.build(config)
-    ckpt.load_weights(checkpoint, model)
     tokenizer_dir = tokenizer_dir or pretrained_run_dir(checkpoint) / TOKENIZER_DIR
     if not tokenizer_dir.is_dir():
         raise ckpt.CheckpointError(f"pretrained {path}: no {TOKENIZER_DIR}/ in {tokenizer_dir.parent}")
+    tokenizer = Tokenizer.load(tokenizer_dir)
+    model = entry.build(config)  # a model that reads its vocabulary (ELMo) finds it in the weights
+    trained = objective.wrap_model(model, config, settings, tokenizer) if objective is not None else model
+    ckpt.load_weights(checkpoint, trained)
+    body = objective.body(trained) if objective is not None else trained
     label = f"{pretrained_run_dir(checkpoint).name}@{meta['step']}"
-    return Body(model, config, entry, Tokenizer.load(tokenizer_dir), checkpoint, label)
+    return Body(body, config, entry, tokenizer, checkpoint, label)
 
 
 def from_scratch(

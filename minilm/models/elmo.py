@@ -165,12 +165,20 @@ class ELMo(nn.Module):
         return x, forward, backward
 
     def features(
-        self, input_ids: Tensor | None = None, attention_mask: Tensor | None = None, char_ids: Tensor | None = None
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        output_hidden_states: bool = False,
+        char_ids: Tensor | None = None,
     ) -> TransformerOutput:
         """ids (B, T) [or char_ids (B, T, max_chars)] -> every layer's representation, each (B, T, 2d).
 
         ``hidden_states``: n_layers + 1 of them ([x; x], then [h→_j; h←_j]); ``last_hidden_state`` is the top one.
-        ``attention_mask`` (B, T) 0/1 marks right padding (real tokens first); padded positions come out zero.
+        They come even with ``output_hidden_states=False``: the biLM computes every layer anyway, and ELMo's use
+        is to mix them. ``attention_mask`` (B, T) 0/1 marks right padding (real tokens first); padded positions come
+        out zero. ``token_type_ids`` are accepted, as every registered model's ``features`` takes them, and ignored:
+        ELMo has no segment embeddings.
         """
         x, forward, backward = self._bilm(input_ids, attention_mask, char_ids)
         layers = [torch.cat([x, x], dim=-1)] + [torch.cat(fb, dim=-1) for fb in zip(forward, backward, strict=True)]

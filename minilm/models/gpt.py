@@ -104,12 +104,19 @@ class GPT(PretrainedMixin, nn.Module):
             nn.init.normal_(module.weight, std=0.02)
 
     def features(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, cache=None, output_hidden_states: bool = False
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        output_hidden_states: bool = False,
+        cache=None,
     ) -> TransformerOutput:
         """input_ids (B, T) -> the decoder's TransformerOutput (last_hidden_state (B, T, C)), without the LM head.
 
         ``attention_mask`` (B, T_total) 0/1 hides padding (left padding for batched prompts); ``cache`` from
-        :meth:`new_cache` makes ``input_ids`` only the new positions.
+        :meth:`new_cache` makes ``input_ids`` only the new positions. ``token_type_ids`` are accepted, as every
+        registered model's ``features`` takes them, and ignored: GPT has no segment embeddings (its fine-tuning
+        inputs mark the second text with a delimiter token instead).
         """
         past = len(cache[0].self_attn) if cache is not None else 0
         if past + input_ids.size(1) > self.config.max_len:
@@ -132,7 +139,7 @@ class GPT(PretrainedMixin, nn.Module):
         output_hidden_states: bool = False,
     ):
         """input_ids (B, T) -> next-token logits (B, T, V); with ``output_hidden_states`` also the TransformerOutput."""
-        out = self.features(input_ids, attention_mask, cache, output_hidden_states)
+        out = self.features(input_ids, attention_mask, output_hidden_states=output_hidden_states, cache=cache)
         logits = self.lm_head(out.last_hidden_state)  # (B, T, V)
         return (logits, out) if output_hidden_states else logits
 

@@ -1,9 +1,12 @@
-"""Pretraining objectives as pure functions: corrupt a batch, compute a loss. No model knowledge."""
+"""Pretraining objectives as pure functions: corrupt a batch, compute a loss, build inputs from documents. No model
+knowledge. Modules: ``causal_lm``, ``bilm``, ``mlm``, ``nsp``; ``segments`` (templates and segment pairs, shared by
+pair objectives), ``formats`` (RoBERTa's input formats), ``labels`` (the ignored label)."""
 
 from .bilm import bilm_loss
 from .causal_lm import causal_lm_loss, language_model_blocks
+from .formats import FORMATS, doc_sentences, full_sentences, make_examples, segment_pair, tokenize_documents
+from .labels import IGNORE_INDEX
 from .mlm import (
-    IGNORE_INDEX,
     DynamicMasking,
     MaskingConfig,
     StaticMaskedDataset,
@@ -15,21 +18,8 @@ from .mlm import (
     word_ids_from_encoding,
     word_ids_from_starts,
 )
-from .nsp import (
-    FORMATS,
-    IS_NEXT,
-    NOT_NEXT,
-    Template,
-    doc_sentences,
-    full_sentences,
-    make_examples,
-    nsp_loss,
-    nsp_pairs,
-    segment_pair,
-    sentence_pair,
-    tokenize_documents,
-    truncate_pair,
-)
+from .nsp import IS_NEXT, NOT_NEXT, nsp_loss, nsp_pairs, sentence_pair
+from .segments import Template, segment_pairs, truncate_pair
 
 __all__ = [
     "FORMATS",
@@ -54,6 +44,7 @@ __all__ = [
     "nsp_pairs",
     "pad_batch",
     "segment_pair",
+    "segment_pairs",
     "sentence_pair",
     "tokenize_documents",
     "truncate_pair",

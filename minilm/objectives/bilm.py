@@ -18,6 +18,8 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from minilm.objectives.labels import IGNORE_INDEX
+
 
 class BiLMLoss(NamedTuple):
     loss: torch.Tensor  # forward + backward: the negative objective above, per position (the tokens' mean)
@@ -31,7 +33,7 @@ class BiLMLoss(NamedTuple):
 
 
 def bilm_loss(
-    forward_logits: torch.Tensor, backward_logits: torch.Tensor, ids: torch.Tensor, ignore_index: int = -100
+    forward_logits: torch.Tensor, backward_logits: torch.Tensor, ids: torch.Tensor, ignore_index: int = IGNORE_INDEX
 ) -> BiLMLoss:
     """forward_logits, backward_logits (B, T, V) of a model that read ids (B, T): position k's forward logits
     predict ids[k + 1], its backward logits ids[k − 1]. Targets equal to ``ignore_index`` are not scored."""

@@ -11,8 +11,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from minilm.objectives.labels import IGNORE_INDEX
 
-def causal_lm_loss(logits: torch.Tensor, block: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
+
+def causal_lm_loss(logits: torch.Tensor, block: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
     """Mean next-token cross-entropy: logits (B, T, V) for inputs block[:, :-1], targets block[:, 1:] (B, T)."""
     targets = block[:, 1:]  # (B, T)
     return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=ignore_index)

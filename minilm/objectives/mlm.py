@@ -20,7 +20,7 @@ Pieces, smallest first::
 
 Examples are dicts of 1-D tensors: ``input_ids``, ``token_type_ids``, ``special_tokens_mask`` and optionally
 ``word_ids`` (for whole-word masking), ``attention_mask`` and a scalar ``next_sentence_label``; see
-:mod:`minilm.objectives.nsp` for building them from documents.
+:mod:`minilm.objectives.formats` for building them from documents.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-IGNORE_INDEX = -100  # label of a position that is not scored (F.cross_entropy's default ignore_index)
+from minilm.objectives.labels import IGNORE_INDEX
 
 # How each tokenizer family marks word boundaries inside its tokens: "##" continues the previous word (WordPiece),
 # "Ġ" (byte-level BPE, a space before the word) and "▁" (SentencePiece-style Unigram) start a new word.

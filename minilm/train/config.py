@@ -1,6 +1,6 @@
 """Configuration: dataclasses filled from a TOML file, then ``key=value`` overrides, each value checked.
 
-A config file has one table per dataclass section, e.g. ``[train]`` and ``[model]``::
+A config file has one table per dataclass section, e.g. ``[train]``, ``[model]`` and ``[objective]``::
 
     [train]
     lr = 3e-4
@@ -9,9 +9,13 @@ A config file has one table per dataclass section, e.g. ``[train]`` and ``[model
     [model]
     n_layers = 6
 
-On the command line the same keys are given as ``lr=3e-4`` (a section's keys are unique, so no prefix is needed)
-or ``model.n_layers=6``. Unknown keys and values of the wrong type are errors that name the key, the expected type
-and the closest known key.
+    [objective]
+    format = "segment_pair"
+
+On the command line the same keys are given as ``lr=3e-4`` (no prefix where only one section has the key, see
+:mod:`minilm.train.cli`), ``model.n_layers=6`` or ``objective.format=segment_pair``. Unknown keys and values of the
+wrong type are errors that name the key, the expected type and the closest known key. A run's config.json reads
+back into its dataclasses, nested ones included, with :func:`from_dict`.
 """
 
 from __future__ import annotations
@@ -66,22 +70,80 @@ def parse_value(text: str, annotation):
     return text
 
 
-def _check_type(value, annotation):
-    """Accept TOML values that already have the right type (ints where floats are expected too)."""
-    args = typing.get_args(annotation)
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return value is None and type(None) in args or any(_check_type(value, a) for a in args if a is not type(None))
-    if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation in (bool, str):
-        return isinstance(value, annotation)
-    return True
-
-
 def _type_name(annotation) -> str:
-    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def _convert(value, annotation, section: str, key: str):
+    """``value`` as read from TOML or JSON, checked against the field's type and rebuilt where JSON loses the type:
+    a dataclass from its table, tuples from lists, floats from ints (``X | None``, ``list[X]``, ``tuple[X, ...]``,
+    ``tuple[X, Y]`` and ``dict[str, X]`` recursively)."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+
+    def wrong(what: str = "") -> ConfigError:
+        return ConfigError(f"{section} key {key!r} expects {_type_name(annotation)}, got {value!r}{what}")
+
+    if dataclasses.is_dataclass(annotation):
+        if isinstance(value, annotation):
+            return value
+        if not isinstance(value, dict):
+            raise wrong()
+        return _from_dict(annotation, value, section, f"{key}.")
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return _convert(value, option, section, key)
+            except ConfigError:
+                continue
+        raise wrong()
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise wrong()
+        if origin is tuple and args and args[-1] is not Ellipsis:  # tuple[X, Y]: one type per position
+            if len(value) != len(args):
+                raise wrong(f" ({len(value)} items for {len(args)})")
+            types_ = args
+        else:
+            types_ = [args[0] if args else typing.Any] * len(value)
+        items = zip(value, types_, strict=True)
+        return origin(_convert(v, t, section, f"{key}[{i}]") for i, (v, t) in enumerate(items))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise wrong()
+        key_type, value_type = args or (typing.Any, typing.Any)
+        return {
+            _convert(k, key_type, section, key): _convert(v, value_type, section, f"{key}.{k}")
+            for k, v in value.items()
+        }
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise wrong()
+        return float(value)
+    if annotation is int and isinstance(value, bool):
+        raise wrong()
+    if annotation in (typing.Any, object) or not isinstance(annotation, type):
+        return value
+    if not isinstance(value, annotation):
+        raise wrong()
+    return value
+
+
+def _checked(make, section: str):
+    """``make()``, then the config's own ``validate()``; a ValueError of either names the section."""
+    try:
+        new = make()  # runs the config's __post_init__, if it has one
+        check = getattr(new, "validate", None)
+        if check is not None:
+            check()
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as err:  # a model config's own validation: still the user's setting to fix
+        raise ConfigError(f"{section}: {err}") from None
+    return new
 
 
 def update(obj, values: dict, section: str):
@@ -94,22 +156,36 @@ def update(obj, values: dict, section: str):
         annotation = _field_type(type(obj), key)
         if isinstance(value, str) and annotation is not str:
             try:
-                value = parse_value(value, annotation)
+                changes[key] = parse_value(value, annotation)
             except ValueError as err:
                 raise ConfigError(f"{section} key {key!r} expects {_type_name(annotation)}: {err}") from None
-        elif not _check_type(value, annotation):
-            raise ConfigError(f"{section} key {key!r} expects {_type_name(annotation)}, got {value!r}")
-        changes[key] = float(value) if annotation is float and isinstance(value, int) else value
-    try:
-        new = dataclasses.replace(obj, **changes)  # runs the config's __post_init__, if it has one
-        check = getattr(new, "validate", None)
-        if check is not None:
-            check()
-    except ConfigError:
-        raise
-    except ValueError as err:  # a model config's own validation: still the user's setting to fix
-        raise ConfigError(f"{section}: {err}") from None
-    return new
+        else:
+            changes[key] = _convert(value, annotation, section, key)
+    return _checked(lambda: dataclasses.replace(obj, **changes), section)
+
+
+def from_dict(cls, data: dict, section: str | None = None):
+    """A ``cls`` dataclass rebuilt from ``data``, a table read back from JSON or TOML (a run's config.json).
+
+    Nested configs come back as their dataclasses (a config holding another, an optional one, a list of them),
+    lists as tuples where the field is a tuple; every value is checked against its field's type. Fields missing
+    from ``data`` take their defaults; unknown keys and wrong types are ConfigErrors naming the key (e.g.
+    ``unknown model key 'generator.n_layer'; did you mean 'generator.n_layers'?``). The inverse of :func:`to_dict`.
+    """
+    return _from_dict(cls, data, section or cls.__name__, "")
+
+
+def _from_dict(cls, data: dict, section: str, prefix: str):
+    if not isinstance(data, dict):
+        raise ConfigError(f"{section} {prefix.rstrip('.') or 'config'} must be a table of keys, got {data!r}")
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    for key in data:
+        if key not in names:
+            known = [prefix + n for n in names]
+            raise ConfigError(f"unknown {section} key {prefix + key!r}{_suggest(prefix + key, known)}")
+    hints = typing.get_type_hints(cls)
+    values = {key: _convert(value, hints[key], section, prefix + key) for key, value in data.items()}
+    return _checked(lambda: cls(**values), section)
 
 
 def read_toml(path: str | Path) -> dict:

@@ -14,19 +14,30 @@ from pathlib import Path
 
 import torch
 
-from minilm.objectives.nsp import FORMATS
 from minilm.train import checkpoint as ckpt
 from minilm.train import registry
 from minilm.train.cli import (
+    SHORT,
     command_line_layer,
     exit_code,
+    field_help,
     models_help,
     parse_command_line,
     resolve_layers,
     settings_help,
+    unknown_key,
 )
-from minilm.train.config import ConfigError, choice
-from minilm.train.registry import OBJECTIVES, get_model, get_objective, model_config
+from minilm.train.config import ConfigError
+from minilm.train.registry import (
+    ObjectiveEntry,
+    get_model,
+    get_objective,
+    model_config,
+    objective_config,
+    objective_keys,
+    objectives,
+    objectives_with_key,
+)
 from minilm.train.trainer import TrainConfig, Trainer, default_collate
 from minilm.utils import seed_all
 
@@ -42,9 +53,6 @@ class PretrainConfig:
     vocab_size: int = 8192  # size of the tokenizer trained on the corpus
     seq_len: int = 128  # tokens per training example (at most the model's max_len)
     validation_fraction: float = 0.05  # the last paragraphs of each document held out for validation
-    format: str = "full_sentences"  # masked LMs: segment_pair, sentence_pair, full_sentences or doc_sentences
-    masking: str = "dynamic"  # masked LMs: "dynamic" (new masks every batch) or "static" (10 fixed copies)
-    whole_word: bool = False  # masked LMs: mask all the sub-words of a chosen word together
     seed: int = 0  # for the corpus's examples (pairs, static masks); the training seed is train.seed
     prompt: str = "It was"  # start of the sample generated at the end
     sample_tokens: int = 60  # tokens of that sample (0: none)
@@ -54,8 +62,6 @@ class PretrainConfig:
             raise ConfigError("seq_len and vocab_size must be positive")
         if not 0 < self.validation_fraction < 1:
             raise ConfigError(f"validation_fraction must be between 0 and 1, got {self.validation_fraction}")
-        choice(self.format, FORMATS, "format")
-        choice(self.masking, ("dynamic", "static"), "masking")
 
 
 SHORTHANDS = ("model", "objective", "size")  # --model X is model=X
@@ -128,9 +134,26 @@ def build_model(job: PretrainConfig, model_overrides: dict, tokenizer, settings:
     return registry.build_model(entry, config, tokenizer), config
 
 
-def run(job: PretrainConfig, train: TrainConfig, model_overrides: dict, resume: str | None = None) -> dict:
-    """Prepare data, tokenizer and model; train; print the perplexity, a sample and the run directory."""
+def run_config(job: PretrainConfig, config, settings) -> dict:
+    """What a pretraining run records in config.json besides [train]: the job, the model's and the objective's
+    configs (read back by --resume and by fine-tuning's --pretrained)."""
+    return {
+        "job": dataclasses.asdict(job),
+        "model": dataclasses.asdict(config),
+        "objective": dataclasses.asdict(settings) if settings is not None else {},
+    }
+
+
+def run(
+    job: PretrainConfig, train: TrainConfig, model_overrides: dict, resume: str | None = None, settings=None
+) -> dict:
+    """Prepare data, tokenizer and model; train; print the validation loss, a sample and the run directory.
+
+    ``settings``: the objective's config (None: its defaults, see ``objective.<key>=`` in ``--help``).
+    """
     entry, objective = get_model(job.model), get_objective(job.objective, job.model)
+    if settings is None:
+        settings = objective_config(objective, {})
     run_dir = Path(train.run_dir) if train.run_dir else None
     docs = load_documents(job.corpus)
     train_docs, val_docs = split_documents(docs, job.validation_fraction)
@@ -138,34 +161,33 @@ def run(job: PretrainConfig, train: TrainConfig, model_overrides: dict, resume: 
         raise ConfigError(f"corpus {job.corpus!r} is empty: it holds no text to train on")
     tokenizer = build_tokenizer(job, entry.tokenizer_family, [d.text for d in train_docs], run_dir)
     try:
-        train_examples, collate = objective.prepare(train_docs, tokenizer, job)
+        train_examples, collate = objective.prepare(train_docs, tokenizer, job, settings)
         val_examples, val_collate = (None, None)
         if val_docs:
-            val_examples, val_collate = objective.prepare(val_docs, tokenizer, job, validation=True)
+            val_examples, val_collate = objective.prepare(val_docs, tokenizer, job, settings, validation=True)
     except ConfigError:
         raise
     except ValueError as err:
         raise ConfigError(f"corpus {job.corpus!r} is too small for seq_len={job.seq_len}: {err}") from None
     seed_all(train.seed)  # the same initial weights in every process and every rerun
     model, config = build_model(job, model_overrides, tokenizer, objective.model_settings)
-    run_config = {"job": dataclasses.asdict(job), "model": dataclasses.asdict(config)}
     trainer = Trainer(
-        model,
+        objective.wrap_model(model, config, settings, tokenizer),
         objective.loss,
         train_examples,
         train,
         eval_data=val_examples,
         collate=collate or default_collate,
         eval_collate=val_collate,
-        run_config=run_config,
-        counts=getattr(objective, "counts", None),
-        perplexity=getattr(objective, "perplexity", True),
+        run_config=run_config(job, config, settings),
+        counts=objective.counts,
+        perplexity=objective.perplexity,
     )
     if resume:
         step = trainer.resume(resume)
         print(f"resumed from {resume} at step {step}")
     if trainer.dist.is_main:
-        n_params = sum(p.numel() for p in model.parameters())
+        n_params = sum(p.numel() for p in trainer.model.parameters())
         print(
             f"{job.model} ({job.size}, {n_params / 1e6:.1f}M parameters) on {job.corpus}: "
             f"{len(train_examples):,} training examples of up to {job.seq_len} tokens ({job.objective}); "
@@ -174,19 +196,21 @@ def run(job: PretrainConfig, train: TrainConfig, model_overrides: dict, resume: 
     start = time.perf_counter()
     metrics = trainer.fit()
     if trainer.dist.is_main:
-        report(job, trainer, tokenizer, metrics, time.perf_counter() - start)
+        report(job, objective.body(trainer.model), trainer, tokenizer, metrics, time.perf_counter() - start)
     return metrics
 
 
-def report(job: PretrainConfig, trainer: Trainer, tokenizer, metrics: dict, seconds: float) -> None:
+def report(job: PretrainConfig, model, trainer: Trainer, tokenizer, metrics: dict, seconds: float) -> None:
+    """Print the validation loss (and perplexity, where the objective has one), a sample from ``model`` (when it
+    generates) and the run directory."""
     if metrics:
         perplexity = f", perplexity {metrics['perplexity']:.1f}" if "perplexity" in metrics else ""
         print(f"validation loss {metrics['loss']:.3f}{perplexity} ({seconds:.0f} s)")
-    if job.sample_tokens and hasattr(trainer.model, "generate"):
+    if job.sample_tokens and hasattr(model, "generate"):
         prompt = torch.tensor([tokenizer.encode(job.prompt, add_special_tokens=False)], device=trainer.device)
-        room = getattr(trainer.model.config, "max_len", 1 << 30) - prompt.size(1)
-        trainer.model.eval()
-        ids = trainer.model.generate(
+        room = getattr(model.config, "max_len", 1 << 30) - prompt.size(1)
+        model.eval()
+        ids = model.generate(
             prompt,
             max_new_tokens=min(job.sample_tokens, room),
             temperature=0.8,
@@ -201,12 +225,22 @@ def report(job: PretrainConfig, trainer: Trainer, tokenizer, metrics: dict, seco
 # ---------------------------------------------------------------------------------------------- CLI
 
 
-def _options_text() -> str:
-    lines = settings_help([("job", PretrainConfig()), ("train", DEFAULT_TRAIN)]) + models_help("")
-    lines.append("objectives:")
-    for name, entry in OBJECTIVES.items():
+def objectives_help() -> list[str]:
+    """Help lines for the registered objectives: the models they train and their ``objective.<key>`` settings."""
+    lines = ["  [objective] objective.<key>=value (or key=value) sets the objective's settings:"]
+    for name, entry in objectives().items():
         lines.append(f"    {name} (models: {', '.join(entry.models)}): {entry.description}")
-    return "\n".join(lines)
+        if entry.config_class is not None:
+            defaults = entry.config_class()
+            for key, _, text in field_help(entry.config_class):
+                lines.append(f"        {f'{key}={getattr(defaults, key)}':<26} {text}")
+    return lines
+
+
+def _options_text() -> str:
+    sections = [("job", PretrainConfig()), ("train", DEFAULT_TRAIN)]
+    lines = settings_help(sections, tables=("model", "objective")) + models_help("")
+    return "\n".join(lines + objectives_help())
 
 
 def parse_args(argv: list[str] | None):
@@ -221,21 +255,57 @@ def parse_args(argv: list[str] | None):
     )
 
 
-def resolve(args) -> tuple[PretrainConfig, TrainConfig, dict]:
-    """(job, train, model overrides): defaults <- the resumed run's config <- the TOML file <- the command line."""
+def objective_short_keys(short: dict, job: PretrainConfig, train: TrainConfig, objective: ObjectiveEntry) -> dict:
+    """The objective's settings among the command line's short keys (``format=segment_pair``).
+
+    A key of the objective's settings that [job] or [train] has too is ambiguous (write it with its section); a key
+    neither the run nor the objective has is unknown, and the message names the objectives that do have it.
+    """
+    run_keys = {f.name for f in dataclasses.fields(job)} | {f.name for f in dataclasses.fields(train)}
+    keys = objective_keys(objective)
+    settings = {}
+    for key, value in short.items():
+        if key in keys and key in run_keys:
+            sections = [name for name, config in (("job", job), ("train", train)) if hasattr(config, key)]
+            spellings = " or ".join(f"{section}.{key}={value}" for section in [*sections, "objective"])
+            raise ConfigError(
+                f"key {key!r} is ambiguous: {objective.name}'s settings and [{']['.join(sections)}] have it; "
+                f"write {spellings}"
+            )
+        if key in keys:
+            settings[key] = value
+        elif key not in run_keys:
+            owners = objectives_with_key(key)
+            if owners:
+                takes = f"its settings: {', '.join(keys)}" if keys else "it takes no settings"
+                whose = f"objective {', '.join(owners)}, not of {objective.name} ({takes})"
+                raise ConfigError(f"{key}= is a setting of {whose}")
+            raise unknown_key(key, run_keys | set(keys))
+    return settings
+
+
+def resolve(args) -> tuple[PretrainConfig, TrainConfig, dict, object]:
+    """(job, train, model overrides, the objective's settings): defaults <- the resumed run's config <- the TOML
+    file <- the command line."""
     job, train = PretrainConfig(), DEFAULT_TRAIN
     shorthands = {key: getattr(args, key) for key in SHORTHANDS}
-    layer = command_line_layer(args.overrides, shorthands, job, train)
-    job, train, model = resolve_layers(job, train, args.resume, args.config, layer)
+    layer = command_line_layer(args.overrides, shorthands, job, train, objective_keys=True)
+    short = layer.pop(SHORT)
+    job, train, open_sections = resolve_layers(job, train, args.resume, args.config, layer)
+    get_model(job.model)  # an unknown model is the first thing to say
+    objective = get_objective(job.objective, job.model)
+    from_short = objective_short_keys(short, job, train, objective)
+    settings = objective_config(objective, {**open_sections["objective"], **from_short})
     if not train.run_dir:
         train = dataclasses.replace(train, run_dir=f"runs/{job.model}-{job.objective}-{time.strftime('%Y%m%d-%H%M%S')}")
-    return job, train, model
+    return job, train, open_sections["model"], settings
 
 
 def main(argv: list[str] | None = None) -> int:
     def pretrain():
         args = parse_args(argv)
-        job, train, model_overrides = resolve(args)
-        run(job, train, model_overrides, resume=ckpt.find_checkpoint(args.resume) if args.resume else None)
+        job, train, model_overrides, settings = resolve(args)
+        resume = ckpt.find_checkpoint(args.resume) if args.resume else None
+        run(job, train, model_overrides, resume=resume, settings=settings)
 
     return exit_code(pretrain)

@@ -23,7 +23,7 @@ Input formats (``input_format=``): ``template`` encodes through the tokenizer's 
 tokenizer gets start, delimiter and extract tokens, ``<|start|> a <|delim|> b <|extract|>``, and the extract token's
 final state (``pooling=last``) feeds the head; entailment is premise-delimiter-hypothesis; a symmetric pair
 (similarity, paraphrase: ``TaskInfo.symmetric``) is read in both orders and the two final states are summed before
-the linear layer (``Encoder.both_orders``); multiple choice scores each (context, answer) sequence.
+the linear layer (``TaskEncoder.both_orders``); multiple choice scores each (context, answer) sequence.
 
 Span QA, simplified: one window per question, no document stride. The context is cut to fit ``max_length``
 (the tokenizer's longest-first truncation, which in practice cuts the context); a question whose answer is cut
@@ -46,7 +46,6 @@ from torch import Tensor, nn
 from minilm.data.examples import Answer, ChoiceExample, PairExample, QAExample, SentenceExample, TaggingExample
 from minilm.data.tasks import TaskInfo
 from minilm.heads import (
-    IGNORE_INDEX,
     NO_ANSWER,
     MultipleChoiceHead,
     SequenceClassificationHead,
@@ -58,6 +57,7 @@ from minilm.heads import (
     word_predictions,
 )
 from minilm.metrics import compute
+from minilm.objectives.labels import IGNORE_INDEX
 from minilm.tokenizers import BatchEncoding, Tokenizer
 from minilm.train.config import ConfigError
 
@@ -66,7 +66,7 @@ MAX_ANSWER_TOKENS = 30  # longest answer span decoded (BERT's SQuAD setting)
 
 
 @dataclass
-class Feature:
+class EncodedExample:
     """One example as model inputs: one token sequence (or one per choice), its label and what decoding needs."""
 
     input_ids: list[list[int]]  # (n_sequences, T_i): 1 sequence, or n_choices for multiple choice
@@ -84,7 +84,7 @@ class SpanAux:
 
 
 @dataclass
-class Encoder:
+class TaskEncoder:
     """The tokenizer with the run's settings: truncation to ``max_length``, and the pooling (summary) position."""
 
     tokenizer: Tokenizer
@@ -105,13 +105,14 @@ def pad(rows: list[list], value, width: int) -> Tensor:
     return torch.tensor([row + [value] * (width - len(row)) for row in rows])
 
 
-def _features(enc: BatchEncoding, labels: list, aux: list | None = None, group: int = 1) -> list[Feature]:
-    """One Feature per label from ``group`` consecutive sequences of ``enc`` each."""
+def _encoded(enc: BatchEncoding, labels: list, aux: list | None = None, group: int = 1) -> list[EncodedExample]:
+    """One EncodedExample per label from ``group`` consecutive sequences of ``enc`` each."""
     aux = aux if aux is not None else [None] * len(labels)
-    return [
-        Feature(enc.input_ids[i * group : (i + 1) * group], enc.token_type_ids[i * group : (i + 1) * group], y, a)
-        for i, (y, a) in enumerate(zip(labels, aux, strict=True))
-    ]
+    encoded = []
+    for i, (y, a) in enumerate(zip(labels, aux, strict=True)):
+        rows = slice(i * group, (i + 1) * group)
+        encoded.append(EncodedExample(enc.input_ids[rows], enc.token_type_ids[rows], y, a))
+    return encoded
 
 
 def _is_class(label, n: int) -> bool:
@@ -159,23 +160,27 @@ class TaskKind:
                     "or only characters the tokenizer drops); fix or remove the example"
                 )
 
-    def features(self, examples: list, encoder: Encoder) -> list[Feature]:
+    def encode_examples(self, examples: list, encoder: TaskEncoder) -> list[EncodedExample]:
         raise NotImplementedError
 
     # --- batches --------------------------------------------------------------------------------------------
-    def collate(self, features: list[Feature]) -> dict[str, Tensor]:
-        """Features -> padded tensors. Padding is masked out everywhere, so its token id does not matter."""
-        sequences = [s for f in features for s in f.input_ids]
+    def collate(self, encoded: list[EncodedExample]) -> dict[str, Tensor]:
+        """Encoded examples -> padded tensors. Padding is masked out everywhere, so its token id does not matter."""
+        sequences = [s for e in encoded for s in e.input_ids]
         width = max(len(s) for s in sequences)
         return {
             "input_ids": pad(sequences, 0, width),  # (B * n_sequences, T)
             "attention_mask": pad([[1] * len(s) for s in sequences], 0, width),  # (B * n_sequences, T)
-            "token_type_ids": pad([s for f in features for s in f.token_type_ids], 0, width),
-            "labels": self.label_tensor([f.label for f in features], width),
+            "token_type_ids": pad([s for e in encoded for s in e.token_type_ids], 0, width),
+            "labels": self.label_tensor([e.label for e in encoded], width),
         }
 
     def label_tensor(self, labels: list, width: int) -> Tensor:
         return torch.tensor(labels)  # (B,)
+
+    def counts(self, batch: dict) -> int | Tensor:
+        """The units the task loss averages over in a batch: its examples (tagging: its labelled tokens)."""
+        return batch["labels"].size(0)
 
     # --- model ----------------------------------------------------------------------------------------------
     def head(self, d_model: int, pooling: str) -> nn.Module:
@@ -188,8 +193,8 @@ class TaskKind:
         return head.loss(logits, labels)
 
     # --- predictions ----------------------------------------------------------------------------------------
-    def predict(self, logits: Tensor, features: list[Feature]) -> list:
-        """One prediction per feature (in the form ``score`` takes)."""
+    def predict(self, logits: Tensor, encoded: list[EncodedExample]) -> list:
+        """One prediction per encoded example (in the form ``score`` takes)."""
         return logits.argmax(-1).tolist()
 
     def score(self, examples: list, predictions: list) -> dict[str, float]:
@@ -216,19 +221,19 @@ class SequenceKind(TaskKind):
         number = isinstance(label, (int, float)) and not isinstance(label, bool) and math.isfinite(label)
         return None if number else f"label {label!r} is not a finite number (the task is a regression)"
 
-    def features(self, examples: list, encoder: Encoder) -> list[Feature]:
+    def encode_examples(self, examples: list, encoder: TaskEncoder) -> list[EncodedExample]:
         parts = list(zip(*(self.texts(e) for e in examples), strict=True))
         labels = [e.label for e in examples]
         if len(parts) == 1:
-            return _features(encoder(list(parts[0])), labels)
+            return _encoded(encoder(list(parts[0])), labels)
         firsts, seconds = list(parts[0]), list(parts[1])
         if not (encoder.both_orders and self.info.symmetric):
-            return _features(encoder(firsts, seconds), labels)
+            return _encoded(encoder(firsts, seconds), labels)
         # GPT (Radford et al. 2018, §3.3): "there is no inherent ordering of the two sentences being compared", so
         # each example is two sequences, (a, b) and (b, a); logits() sums their summaries.
         pairs = [ab for a, b in zip(firsts, seconds, strict=True) for ab in ((a, b), (b, a))]
         both = encoder([a for a, _ in pairs], [b for _, b in pairs])
-        return _features(both, labels, group=2)
+        return _encoded(both, labels, group=2)
 
     def label_tensor(self, labels: list, width: int) -> Tensor:
         return torch.tensor(labels, dtype=torch.float32 if self.regression else torch.long)  # (B,)
@@ -243,8 +248,8 @@ class SequenceKind(TaskKind):
         pooled = pool(hidden, batch["attention_mask"], head.pooling)  # (B * 2, C)
         return head.classify(pooled.view(-1, orders, pooled.size(-1)).sum(1))  # h_(a,b) + h_(b,a) -> (B, n_labels)
 
-    def predict(self, logits: Tensor, features: list[Feature]) -> list:
-        return logits.squeeze(-1).tolist() if self.regression else super().predict(logits, features)
+    def predict(self, logits: Tensor, encoded: list[EncodedExample]) -> list:
+        return logits.squeeze(-1).tolist() if self.regression else super().predict(logits, encoded)
 
 
 def word_ids_from_offsets(
@@ -283,17 +288,20 @@ class TaggingKind(TaskKind):
         bad = next((t for t in example.tags if t not in self.info.labels), None)
         return None if bad is None else self._outside(bad, self.info.labels)
 
-    def features(self, examples: list, encoder: Encoder) -> list[Feature]:
+    def encode_examples(self, examples: list, encoder: TaskEncoder) -> list[EncodedExample]:
         enc = encoder([" ".join(e.tokens) for e in examples])
         labels, aux = [], []
         for i, e in enumerate(examples):
             word_ids = word_ids_from_offsets(e.tokens, enc.offsets[i], enc.sequence_ids[i])
             labels.append(align_labels_to_tokens([self.info.labels.index(t) for t in e.tags], word_ids))
             aux.append((word_ids, len(e.tokens)))
-        return _features(enc, labels, aux)
+        return _encoded(enc, labels, aux)
 
     def label_tensor(self, labels: list, width: int) -> Tensor:
         return pad(labels, IGNORE_INDEX, width)  # (B, T)
+
+    def counts(self, batch: dict) -> int | Tensor:
+        return (batch["labels"] != IGNORE_INDEX).sum()  # the first sub-word of each word the window kept
 
     def head(self, d_model: int, pooling: str) -> nn.Module:
         return TokenClassificationHead(d_model, len(self.info.labels))
@@ -301,9 +309,9 @@ class TaggingKind(TaskKind):
     def logits(self, head: nn.Module, hidden: Tensor, batch: dict) -> Tensor:
         return head(hidden)  # (B, T, n_labels)
 
-    def predict(self, logits: Tensor, features: list[Feature]) -> list:
+    def predict(self, logits: Tensor, encoded: list[EncodedExample]) -> list:
         tags = []
-        for row, f in zip(logits.argmax(-1).tolist(), features, strict=True):
+        for row, f in zip(logits.argmax(-1).tolist(), encoded, strict=True):
             word_ids, n_words = f.aux
             tags.append([self.info.labels[p] for p in words_from_tokens(row[: len(word_ids)], word_ids, n_words)])
         return tags
@@ -343,7 +351,7 @@ class SpanKind(TaskKind):
                 return f"answer {a.text!r} is not at character {a.start} of the context"
         return None
 
-    def features(self, examples: list, encoder: Encoder) -> list[Feature]:
+    def encode_examples(self, examples: list, encoder: TaskEncoder) -> list[EncodedExample]:
         enc = encoder([e.question for e in examples], [e.context for e in examples])
         labels, aux = [], []
         for i, e in enumerate(examples):
@@ -352,7 +360,7 @@ class SpanKind(TaskKind):
             start, end = answer_positions(offsets, answerable, e.answers[0]) if e.answers else (NO_ANSWER, NO_ANSWER)
             labels.append((null, null) if start == NO_ANSWER else (start, end))
             aux.append(SpanAux(e.context, offsets, answerable, null))
-        return _features(enc, labels, aux)
+        return _encoded(enc, labels, aux)
 
     def head(self, d_model: int, pooling: str) -> nn.Module:
         return SpanExtractionHead(d_model)  # its null_index is unused: targets already point at the summary position
@@ -363,9 +371,9 @@ class SpanKind(TaskKind):
     def loss(self, head: nn.Module, logits: Tensor, labels: Tensor) -> Tensor:
         return head.loss(logits[..., 0], logits[..., 1], labels[:, 0], labels[:, 1])  # labels (B, 2)
 
-    def predict(self, logits: Tensor, features: list[Feature]) -> list:
+    def predict(self, logits: Tensor, encoded: list[EncodedExample]) -> list:
         texts = []
-        for row, f in zip(logits, features, strict=True):
+        for row, f in zip(logits, encoded, strict=True):
             a: SpanAux = f.aux
             start, end = row[: len(a.offsets)].unbind(-1)  # (T,), (T,)
             span = best_span(start, end, torch.tensor(a.answerable), MAX_ANSWER_TOKENS, null_index=a.null)
@@ -389,13 +397,13 @@ class ChoiceKind(TaskKind):
         n = len(example.choices)
         return None if _is_class(example.label, n) else self._outside(example.label, dict(enumerate(example.choices)))
 
-    def features(self, examples: list, encoder: Encoder) -> list[Feature]:
+    def encode_examples(self, examples: list, encoder: TaskEncoder) -> list[EncodedExample]:
         n_choices = {len(e.choices) for e in examples}
         if len(n_choices) > 1:
             raise ConfigError(f"task {self.info.name!r}: examples have different numbers of choices {n_choices}")
         premises = [e.premise for e in examples for _ in e.choices]
         endings = [f"{CONNECTIVES.get(e.question, e.question)} {c}" for e in examples for c in e.choices]
-        return _features(encoder(premises, endings), [e.label for e in examples], group=n_choices.pop())
+        return _encoded(encoder(premises, endings), [e.label for e in examples], group=n_choices.pop())
 
     def head(self, d_model: int, pooling: str) -> nn.Module:
         return MultipleChoiceHead(d_model, pooling=pooling)

@@ -1,0 +1,124 @@
+"""BERT and RoBERTa with masked language modelling, and BERT's next sentence prediction (Devlin et al. 2019;
+Liu et al. 2019): ``python -m minilm.train --model bert --objective mlm+nsp`` or ``--model roberta --objective mlm``.
+
+Both objectives take the input format of RoBERTa's §4.2 and the masking (``format=``, ``masking=``,
+``whole_word=``; :class:`MaskedLMConfig`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from minilm.models.bert import BERT_SIZES, ROBERTA_SIZES, Bert, BertConfig, RobertaConfig
+from minilm.objectives.formats import FORMATS, PAIR_FORMATS, make_examples
+from minilm.objectives.labels import IGNORE_INDEX
+from minilm.objectives.mlm import DynamicMasking, MaskingConfig, StaticMaskedDataset, masked_positions, mlm_loss
+from minilm.objectives.nsp import nsp_loss
+from minilm.train.config import ConfigError, choice
+from minilm.train.registry import ModelEntry, ObjectiveEntry, register_model, register_objective
+from minilm.train.trainer import LossOutput
+
+
+@dataclass
+class MaskedLMConfig:
+    format: str = "full_sentences"  # input format: segment_pair, sentence_pair, full_sentences or doc_sentences
+    masking: str = "dynamic"  # "dynamic" (new masks every batch) or "static" (10 fixed copies)
+    whole_word: bool = False  # mask all the sub-words of a chosen word together
+
+    def validate(self) -> None:
+        choice(self.format, FORMATS, "format")
+        choice(self.masking, ("dynamic", "static"), "masking")
+
+
+@dataclass
+class MaskedLMPairConfig(MaskedLMConfig):
+    """:class:`MaskedLMConfig` for MLM + NSP: a format of sentence pairs, BERT's segment pairs by default."""
+
+    format: str = "segment_pair"  # segment_pair (BERT's) or sentence_pair: NSP needs pairs
+
+    def validate(self) -> None:
+        super().validate()
+        if self.format not in PAIR_FORMATS:
+            raise ConfigError(
+                f"objective mlm+nsp needs sentence pairs: format=segment_pair (BERT's) or sentence_pair, "
+                f"not {self.format!r}"
+            )
+
+
+def masked_lm_examples(documents, tokenizer, job, settings: MaskedLMConfig, validation: bool = False):
+    """Examples in the settings' input format, masked at batch time (dynamic) or once for all (static, 10 copies).
+
+    Validation examples are masked once, with a fixed seed, so successive evaluations are comparable.
+    """
+    try:
+        examples = make_examples(settings.format, documents, tokenizer, max_tokens=job.seq_len, seed=job.seed)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    masking = MaskingConfig.from_tokenizer(tokenizer, whole_word=settings.whole_word)
+    if validation or settings.masking == "static":
+        masked = StaticMaskedDataset(examples, masking, n_duplicates=1 if validation else 10, seed=job.seed)
+        return masked, masked.collate
+    return examples, DynamicMasking(masking)
+
+
+def _masked_lm(model, batch):
+    hidden = model.features(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).last_hidden_state
+    logits = model.mlm_logits(hidden, masked_positions(batch["labels"]))  # (|M|, V): only where masked
+    return hidden, mlm_loss(logits, batch["labels"])
+
+
+def bert_mlm_loss(model, batch) -> LossOutput:
+    """The mean cross-entropy over the batch's masked tokens."""
+    _, loss = _masked_lm(model, batch)
+    return LossOutput(loss, n_tokens=int(batch["attention_mask"].sum()))
+
+
+def bert_mlm_nsp_loss(model, batch) -> LossOutput:
+    """BERT's pretraining loss: the MLM loss (a mean over masked tokens) plus the NSP loss (a mean over pairs)."""
+    hidden, mlm = _masked_lm(model, batch)
+    nsp = nsp_loss(model.nsp_logits(hidden), batch["next_sentence_label"])
+    return LossOutput(mlm + nsp, n_tokens=int(batch["attention_mask"].sum()), parts={"mlm": mlm, "nsp": nsp})
+
+
+def masked_tokens(batch) -> int:
+    return int((batch["labels"] != IGNORE_INDEX).sum())
+
+
+def mlm_counts(batch) -> dict[str, int]:
+    return {"loss": masked_tokens(batch)}
+
+
+def mlm_nsp_counts(batch) -> dict[str, int]:
+    return {"mlm": masked_tokens(batch), "nsp": batch["next_sentence_label"].numel()}
+
+
+register_model(ModelEntry("bert", BertConfig, Bert, kind="encoder", sizes=BERT_SIZES, tokenizer_family="bert"))
+register_model(
+    ModelEntry("roberta", RobertaConfig, Bert, kind="encoder", sizes=ROBERTA_SIZES, tokenizer_family="roberta")
+)
+register_objective(
+    ObjectiveEntry(
+        "mlm",
+        models=("bert", "roberta"),
+        prepare=masked_lm_examples,
+        loss=bert_mlm_loss,
+        counts=mlm_counts,
+        perplexity=True,
+        config_class=MaskedLMConfig,
+        description="masked LM: predict 15% of the tokens, masked 80/10/10",
+        model_settings={"nsp": False},
+    )
+)
+register_objective(
+    ObjectiveEntry(
+        "mlm+nsp",
+        models=("bert",),
+        prepare=masked_lm_examples,
+        loss=bert_mlm_nsp_loss,
+        counts=mlm_nsp_counts,
+        perplexity="mlm",  # exp of the MLM part; NSP's loss is a classifier's, no perplexity
+        config_class=MaskedLMPairConfig,
+        description="BERT's MLM + next sentence prediction (a pair format: segment_pair or sentence_pair)",
+        model_settings={"nsp": True, "pooler": True},
+    )
+)
