@@ -113,3 +113,20 @@ def test_a_failed_save_on_rank_0_stops_both_processes_at_once_with_one_message_e
     failed = "error: rank 0 failed while saving the checkpoint of step 2 (CheckpointError: could not save checkpoint"
     assert rank1.strip().splitlines()[-1].startswith(failed)
     assert "Traceback" not in rank0 + rank1
+
+
+@pytest.mark.parametrize("mode", ["ddp", "fsdp"])
+def test_two_processes_train_bert_as_one(tmp_path, mode):
+    """BERT's loss reads the model's features and heads, not its forward: the Trainer runs the whole loss inside
+    one forward (LossModule), so DDP still synchronises the gradients and FSDP gathers the parameters. With the
+    objective's counts, the ranks' different numbers of masked tokens weigh in as in one big batch. (Static masks:
+    dynamic masking draws each rank's masks from that rank's generator, so the batches would differ.)"""
+    bert = ("--model", "bert", "--objective", "mlm+nsp", "corpus=wikitext", "masking=static")
+    one, _ = train(tmp_path / "one", *bert)
+    two, stdout = train(tmp_path / "two", *bert, f"distributed={mode}", processes=2)
+    assert "2 process(es)" in stdout
+    for split in ("train", "validation"):
+        assert losses(two, split) == pytest.approx(losses(one, split), rel=1e-5)
+    assert [e["mlm"] for e in two if e["split"] == "train"] == pytest.approx(
+        [e["mlm"] for e in one if e["split"] == "train"], rel=1e-5
+    )

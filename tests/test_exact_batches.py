@@ -210,6 +210,28 @@ def test_perplexity_only_when_asked():
     assert t.evaluate()["perplexity"] == pytest.approx(math.exp(metrics["loss"]))
 
 
+def test_perplexity_of_parts_that_are_one_mean_over_the_same_units():
+    """The biLM's case: two directions, each a mean over as many predictions, weighted 1/2: exp(loss) is a
+    perplexity. Weights that do not sum to 1 make it none."""
+
+    def two_halves(weight):
+        def loss(model, batch):
+            out = mlm(model, batch)
+            parts, weights = {"left": out.loss, "right": out.loss}, {"left": weight, "right": weight}
+            return LossOutput(2 * weight * out.loss, n_tokens=out.n_tokens, parts=parts, weights=weights)
+
+        return loss
+
+    def counts(batch):
+        n = mlm_counts(batch)["loss"]
+        return {"left": n, "right": n}
+
+    metrics = trainer(two_halves(0.5), counts, eval_data=masked_data(8, seed=1), perplexity=True).evaluate()
+    assert metrics["perplexity"] == pytest.approx(math.exp(metrics["loss"]))
+    with pytest.raises(ConfigError, match=r"perplexity=True, but the loss has parts \['left', 'right'\]"):
+        trainer(two_halves(1.0), counts, perplexity=True).train_step()
+
+
 def test_mismatched_parts_counts_or_perplexity_are_one_clear_message():
     with pytest.raises(ConfigError, match=r"counts\(batch\) gave the units of \['loss'\], but the loss has parts"):
         trainer(mlm_nsp, mlm_counts).train_step()

@@ -27,10 +27,11 @@ from minilm.train.device import resolve_device
 
 
 def is_sharded(model: nn.Module) -> bool:
-    """Whether FSDP (``fully_shard``) manages the model: its tensors are then shards of the full ones."""
-    from torch.distributed.fsdp import FSDPModule
+    """Whether FSDP (``fully_shard``) manages the model's parameters, on the model or a module around it (the
+    Trainer's loss module): they are then DTensor shards of the full tensors."""
+    from torch.distributed.tensor import DTensor
 
-    return isinstance(model, FSDPModule)
+    return any(isinstance(p, DTensor) for p in model.parameters())
 
 
 def model_class_name(model: nn.Module) -> str:
@@ -94,13 +95,16 @@ class DistributedContext:
             dist.init_process_group(backend="nccl" if resolved.type == "cuda" else "gloo")
         return cls(rank=dist.get_rank(), world_size=dist.get_world_size(), device=resolved)
 
-    def wrap(self, model: nn.Module, mode: str = "ddp") -> nn.Module:
+    def wrap(self, model: nn.Module, mode: str = "ddp", layers_of: nn.Module | None = None) -> nn.Module:
+        """``model`` replicated (DDP) or sharded (FSDP: the blocks of ``layers_of``, default ``model``, one by one,
+        then the rest); itself in a single process."""
         if not self.enabled:
             return model
         if mode == "fsdp":
             from torch.distributed.fsdp import fully_shard
 
-            for layer in getattr(getattr(model, "decoder", None) or getattr(model, "encoder", model), "layers", []):
+            body = model if layers_of is None else layers_of
+            for layer in getattr(getattr(body, "decoder", None) or getattr(body, "encoder", body), "layers", []):
                 fully_shard(layer)  # shard block by block, then the rest
             return fully_shard(model)
         device_ids = [self.device.index] if self.device.type == "cuda" else None

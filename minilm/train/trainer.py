@@ -125,6 +125,30 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+class LossModule(nn.Module):
+    """``loss_fn(model, batch)`` as a module: ``forward(batch) -> LossOutput``.
+
+    DDP synchronises gradients and FSDP gathers parameters in hooks around ``forward``; a loss function that calls
+    ``model.features`` or a head directly would bypass them on the model itself. Wrapped around the model, the whole
+    loss is one forward, whatever the loss function calls. ``model`` is a submodule: the parameters are the model's.
+    """
+
+    def __init__(self, model: nn.Module, loss_fn: LossFn) -> None:
+        super().__init__()
+        self.model, self.loss_fn = model, loss_fn
+
+    def forward(self, batch) -> LossOutput:
+        return self.loss_fn(self.model, batch)
+
+
+def _one_mean(out: LossOutput, units: dict[str, int] | None) -> bool:
+    """Whether a loss with parts is one mean over shared units: the parts count the same units (per ``counts``) and
+    their weights sum to 1, so the loss is the mean over all of them (the biLM's two directions)."""
+    if units is None or len({int(n) for n in units.values()}) != 1:
+        return False
+    return math.isclose(sum(out.weights.get(name, 1.0) for name in out.parts), 1.0)
+
+
 def lr_lambda(config: TrainConfig) -> Callable[[int], float]:
     """Multiplier of the peak lr at each step: linear warm-up, then cosine/linear decay to min_lr_ratio."""
 
@@ -199,8 +223,9 @@ class Trainer:
     big-batch gradients under accumulation and DDP, and unit-weighted evaluation; None weighs every micro-batch
     1/grad_accum and evaluates by examples.
     ``perplexity``: whether exp of the evaluation loss is a perplexity, reported as ``perplexity``: True for a
-    one-part language-model loss, a part's name (``"mlm"``) when only that part is (exp of MLM + NSP is not),
-    False (the default) for anything else, e.g. a classifier's loss.
+    language-model loss (with parts, only if they are means over the same units whose weights sum to 1, e.g. the
+    biLM's two directions: the loss is then the mean over all predictions), a part's name (``"mlm"``) when only that
+    part is (exp of MLM + NSP is not), False (the default) for anything else, e.g. a classifier's loss.
     """
 
     def __init__(
@@ -240,9 +265,12 @@ class Trainer:
         self.run_config = run_config or {}
         self.run_dir = Path(config.run_dir) if config.run_dir else None
 
-        self.model = model.to(self.device)  # the module itself (FSDP shards it in place); evaluation uses it
+        self.model = model.to(self.device)  # the module itself (FSDP shards it in place); checkpoints hold it
+        # The loss as one module around the model, so whatever the loss function calls (model.features, a head)
+        # runs inside a forward that DDP and FSDP hook; evaluation uses it unwrapped (FSDP shards it in place).
+        self.loss_module = LossModule(self.model, loss_fn)
         # Wrap before building the optimizer: FSDP replaces the parameters with sharded ones.
-        self.wrapped = self.dist.wrap(self.model, config.distributed)
+        self.wrapped = self.dist.wrap(self.loss_module, config.distributed, layers_of=self.model)
         self.optimizer = torch.optim.AdamW(
             parameter_groups(self.model, config.weight_decay),
             lr=config.lr,
@@ -303,9 +331,10 @@ class Trainer:
                 f"counts(batch) gave the units of {sorted(units)}, but the loss has parts {parts}: give one count "
                 "per part (keys = the parts' names), or {'loss': n} for a loss without parts"
             )
-        if self.perplexity is True and parts:
+        if self.perplexity is True and parts and not _one_mean(out, units):
             raise ConfigError(
-                f"perplexity=True, but the loss has parts {parts}: exp of their weighted sum is no perplexity; name "
+                f"perplexity=True, but the loss has parts {parts}: exp of their weighted sum is a perplexity only for parts "
+                "that count the same units with weights summing to 1; name "
                 f"the part that is a language-model loss (perplexity={parts[0]!r}) or set perplexity=False"
             )
         if isinstance(self.perplexity, str) and self.perplexity not in out.parts:
@@ -342,7 +371,7 @@ class Trainer:
             sync = contextlib.nullcontext() if last else self.dist.no_sync(self.wrapped)
             with sync:
                 with self._autocast():
-                    out = self.loss_fn(self.wrapped, batch)
+                    out = self.wrapped(batch)
                 self._check(out, units[i] if units is not None else None)
                 means = self._unit_means(out)
                 if totals is None:  # every micro-batch holds 1 / (grad_accum x processes) of the examples
@@ -418,7 +447,7 @@ class Trainer:
             batch = self.eval_collate([self.eval_data[i] for i in chunk])
             counted = self._count(batch) if self.counts is not None else None
             with self._autocast():
-                out = self.loss_fn(self.model, to_device(batch, self.device))
+                out = self.loss_module(to_device(batch, self.device))
             self._check(out, counted)
             for k, value in self._unit_means(out).items():
                 n = counted[k] if counted is not None else len(chunk)
