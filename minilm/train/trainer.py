@@ -333,9 +333,9 @@ class Trainer:
             )
         if self.perplexity is True and parts and not _one_mean(out, units):
             raise ConfigError(
-                f"perplexity=True, but the loss has parts {parts}: exp of their weighted sum is a perplexity only for parts "
-                "that count the same units with weights summing to 1; name "
-                f"the part that is a language-model loss (perplexity={parts[0]!r}) or set perplexity=False"
+                f"perplexity=True, but the loss has parts {parts}: exp of their weighted sum is a perplexity only "
+                "for parts that count the same units with weights summing to 1; name the part that is a "
+                f"language-model loss (perplexity={parts[0]!r}) or set perplexity=False"
             )
         if isinstance(self.perplexity, str) and self.perplexity not in out.parts:
             raise ConfigError(f"perplexity={self.perplexity!r} is not a part of the loss (parts: {parts or 'none'})")
