@@ -86,6 +86,19 @@ def test_loss_falls_and_logs_are_written(tmp_path):
     assert (tmp_path / "config.json").exists() and ckpt.find_checkpoint(tmp_path).name == "step_00000040"
 
 
+def test_assigning_loss_fn_changes_what_is_trained_and_evaluated():
+    trainer = Trainer(tiny_gpt(dropout=0.0), clm_loss, blocks(), config(), eval_data=blocks(16, seed=1))
+    before = trainer.evaluate()["loss"]
+
+    def doubled(model, block):
+        out = clm_loss(model, block)
+        return LossOutput(2 * out.loss, n_tokens=out.n_tokens)
+
+    trainer.loss_fn = doubled
+    assert trainer.loss_fn is doubled and trainer.loss_module.loss_fn is doubled
+    assert trainer.evaluate()["loss"] == pytest.approx(2 * before)
+
+
 def test_gradient_accumulation_matches_one_big_batch():
     one = Trainer(tiny_gpt(dropout=0.0), clm_loss, blocks(), config(max_steps=5))
     one.fit()

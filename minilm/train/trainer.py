@@ -258,7 +258,7 @@ class Trainer:
             torch.set_num_threads(config.threads)
         self.device = self.dist.device
         self.dtype = resolve_precision(config.precision, self.device)
-        self.loss_fn, self.collate, self.on_eval = loss_fn, collate, on_eval
+        self.collate, self.on_eval = collate, on_eval
         self.counts, self.perplexity = counts, perplexity
         self.eval_collate = eval_collate or collate
         self.train_data, self.eval_data = train_data, eval_data
@@ -286,6 +286,16 @@ class Trainer:
         self._step_rng: dict | None = None
         self.history: list[dict] = []  # every metrics entry, as written to metrics.jsonl
         self.last_losses: dict[str, float] = {}  # the last step's big-batch loss and parts ({"loss", "mlm", ...})
+
+    @property
+    def loss_fn(self) -> LossFn:
+        """The loss the model is trained and evaluated with; assigning it swaps the loss module's function (e.g. to
+        evaluate only one part of a multi-part loss after training)."""
+        return self.loss_module.loss_fn
+
+    @loss_fn.setter
+    def loss_fn(self, loss_fn: LossFn) -> None:
+        self.loss_module.loss_fn = loss_fn
 
     # -------------------------------------------------------------------------------------- batches
 
