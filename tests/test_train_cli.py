@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass
 
 import pytest
+import torch
 
 from minilm.recipes.bert import MaskedLMConfig, MaskedLMPairConfig
 from minilm.recipes.gpt import clm_loss
@@ -193,3 +194,86 @@ def test_a_short_key_of_the_run_and_the_objective_is_ambiguous(tmp_path, monkeyp
     recorded = json.loads((tmp_path / "config.json").read_text())
     assert recorded["objective"] == {"smoothing": 0.1, "seed": 2} and recorded["job"]["seed"] == 1
     assert recorded["train"]["seed"] == 0
+
+
+def _cli(module: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=300)
+
+
+def _one_error_line(done: subprocess.CompletedProcess, code: int, message: str) -> None:
+    assert done.returncode == code, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("error: ") == 1, done.stderr
+    assert done.stderr.startswith("error: ") and message in done.stderr, done.stderr
+
+
+@pytest.fixture(scope="module")
+def binary_corpus(tmp_path_factory):
+    """A corpus that fails when read: a setting that fails with its own message was checked before any data."""
+    path = tmp_path_factory.mktemp("corpus") / "binary.txt"
+    path.write_bytes(bytes(range(256)) * 8)
+    return path
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["log_every=0"], "log_every must be at least 1, got 0"),
+        (["keep_last=0"], "keep_last must be at least 1, got 0"),
+        (["eval_batches=-1"], "eval_batches must be >= 0 (all of the eval data), got -1"),
+        (["lr=nan"], "lr must be a positive number, got nan"),
+        (["beta2=inf"], "beta2 must be between 0.0 and 1.0, got inf"),
+        (["device=banana"], "device='banana' is not a device name; use device=auto, cpu, cuda, cuda:N or mps"),
+        (["seed=-1"], "seed must be >= 0, got -1"),
+        (["train.seed=-1"], "seed must be between 0 and 2**32 - 1, got -1"),
+        (["threads=-2"], "threads must be >= 0 (torch's default), got -2"),
+        (["model.n_heads=3"], "d_model=32 is not divisible by n_heads=3: choose n_heads among 1, 2, 4, 8, 16, 32"),
+        (["--model", "bert", "--objective", "mlm", "model.n_heads=3"], "d_model=32 is not divisible by n_heads=3"),
+        (["--model", "roberta", "--objective", "mlm", "model.n_heads=5"], "not divisible by n_heads=5"),
+        (["vocab_size=5"], "vocab_size=5 is too small for gpt2: its 1 special tokens and 256 byte tokens need"),
+        (["--model", "bert", "--objective", "mlm", "vocab_size=5"], "too small for bert: its 5 special tokens need"),
+        (["--model", "elmo", "--objective", "bilm", "vocab_size=256"], "need vocab_size >= 257"),
+    ],
+)
+def test_bad_settings_are_one_error_line_before_any_data_is_read(args, message, tmp_path, binary_corpus):
+    done = _cli("minilm.train", *TINY, f"corpus={binary_corpus}", *args, f"run_dir={tmp_path / 'run'}")
+    _one_error_line(done, 2, message)
+    assert not (tmp_path / "run").exists()  # no tokenizer trained, nothing written
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_a_device_this_machine_lacks_is_one_error_line(tmp_path, binary_corpus):
+    done = _cli("minilm.train", *TINY, f"corpus={binary_corpus}", "device=cuda", f"run_dir={tmp_path}")
+    _one_error_line(done, 2, "device='cuda', but ")
+    assert "use device=cpu or device=auto" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (bytes(range(256)) * 8, "is binary (not text); give a UTF-8 .txt file or a folder of them"),
+        (b"\x7fELF\x02\x01\x01" + bytes(range(128, 256)), "is binary (not text)"),
+        ("Un café au lait.\n\nÀ bientôt.".encode("latin-1"), "is not UTF-8 text (byte 0xe9 at offset 6; Latin-1"),
+    ],
+    ids=["binary", "elf", "latin-1"],
+)
+def test_a_corpus_that_is_not_utf8_text_names_the_file(content, message, tmp_path):
+    corpus = tmp_path / "corpus" / "book.txt"
+    corpus.parent.mkdir()
+    corpus.write_bytes(content)
+    done = _cli("minilm.train", *TINY, f"corpus={corpus.parent}", f"run_dir={tmp_path / 'run'}")
+    _one_error_line(done, 2, f"corpus file {corpus} {message}")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["model.d_model=32", "model.n_heads=3"], "d_model=32 is not divisible by n_heads=3"),
+        (["vocab_size=5"], "vocab_size=5 is too small for gpt2"),
+        (["log_every=0"], "log_every must be at least 1, got 0"),
+        (["device=banana"], "device='banana' is not a device name"),
+    ],
+)
+def test_fine_tuning_settings_are_one_error_line(args, message, tmp_path):
+    done = _cli("minilm.finetune", "--task", "sst2", "progress=false", *args, f"run_dir={tmp_path / 'run'}")
+    _one_error_line(done, 2, message)
+    assert not (tmp_path / "run").exists()

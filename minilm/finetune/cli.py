@@ -37,6 +37,7 @@ from minilm.finetune.model import (
 from minilm.finetune.table import RESULTS_FILE, find_results, glue_table
 from minilm.train import checkpoint as ckpt
 from minilm.train.cli import exit_code, models_help, parse_command_line, settings_help
+from minilm.train.device import resolve_device
 from minilm.train.trainer import TrainConfig, Trainer, to_device
 
 EVAL_SEED = 0  # the evaluation sample is the same for every run, whatever its training seed
@@ -99,6 +100,9 @@ def run_name(job: FinetuneConfig, body: bodies.Body) -> str:
 
 def run(job: FinetuneConfig, train: TrainConfig, model_overrides: dict, resume: Path | None = None) -> dict:
     """Fine-tune on the task's training split, score the eval split, write and return results.json's content."""
+    resolve_device(train.device)  # every setting checked before any data is read
+    if not job.pretrained:
+        bodies.check_from_scratch(job.model, job.size, model_overrides, job.vocab_size)
     kind = task_kind(TASKS[job.task])
     train_examples = load_examples(kind, "train", job.max_train_examples, train.seed)
     val_examples = load_examples(kind, "validation", job.max_eval_examples, EVAL_SEED)

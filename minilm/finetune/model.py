@@ -28,7 +28,15 @@ from minilm.tokenizers import Tokenizer, train_tokenizer
 from minilm.tokenizers.families import get_family
 from minilm.train import checkpoint as ckpt
 from minilm.train.config import ConfigError, choice, from_dict, update
-from minilm.train.registry import ModelEntry, build_model, check_size, get_model, get_objective, model_config
+from minilm.train.registry import (
+    ModelEntry,
+    build_model,
+    check_size,
+    check_vocab_size,
+    get_model,
+    get_objective,
+    model_config,
+)
 from minilm.train.trainer import LossOutput
 
 TOKENIZER_DIR = "tokenizer"  # in a run directory, next to checkpoints/ (as minilm.train writes it)
@@ -315,6 +323,15 @@ def from_pretrained(path: str, model_overrides: dict, tokenizer_dir: Path | None
     body = objective.body(trained) if objective is not None else trained
     label = f"{pretrained_run_dir(checkpoint).name}@{meta['step']}"
     return Body(body, config, entry, tokenizer, checkpoint, label)
+
+
+def check_from_scratch(model_name: str, size: str, model_overrides: dict, vocab_size: int) -> None:
+    """The settings of a model trained from scratch, checked before any data is read: its size preset, a vocabulary
+    that holds its tokenizer's special tokens and alphabet, and its config (e.g. heads that divide d_model)."""
+    entry = get_model(model_name)
+    check_size(entry, size)
+    check_vocab_size(entry, vocab_size)
+    model_config(entry, size, vocab_size, model_overrides)
 
 
 def from_scratch(

@@ -30,6 +30,7 @@ from minilm.nn import (
     TransformerEmbedding,
     TransformerEncoder,
     TransformerOutput,
+    check_token_ids,
     padding_mask,
 )
 
@@ -55,8 +56,7 @@ class BertConfig:
     init_std: float = 0.02  # standard deviation of the (truncated) normal initialisation
 
     def validate(self) -> None:
-        if self.d_model % self.n_heads != 0:
-            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        self.block().validate()
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {self.activation!r}; expected one of {sorted(ACTIVATIONS)}")
         if self.position_offset not in (0, self.pad_id + 1):
@@ -212,20 +212,10 @@ class Bert(PretrainedMixin, nn.Module):
 
     # --- the encoder ------------------------------------------------------------------------------------------
 
-    def _check_inputs(self, input_ids: Tensor, token_type_ids: Tensor | None) -> None:
-        if input_ids.dim() != 2:
-            raise ValueError(f"input_ids must be (B, T), got shape {tuple(input_ids.shape)}")
-        if torch.compiler.is_compiling():
-            return
+    def _check_inputs(self, input_ids: Tensor, attention_mask: Tensor | None, token_type_ids: Tensor | None) -> None:
         c = self.config
-        if input_ids.numel():
-            lo, hi = (int(v) for v in torch.aminmax(input_ids))  # one pass, one device sync
-            if lo < 0 or hi >= c.vocab_size:
-                raise ValueError(
-                    f"token id {hi if hi >= c.vocab_size else lo} is outside the model's vocabulary of "
-                    f"{c.vocab_size}: was the input encoded with this model's tokenizer?"
-                )
-        if token_type_ids is not None:
+        check_token_ids(input_ids, c.vocab_size, attention_mask)
+        if token_type_ids is not None and not torch.compiler.is_compiling():
             if token_type_ids.shape != input_ids.shape:
                 raise ValueError(
                     f"token_type_ids {tuple(token_type_ids.shape)} must have the shape of input_ids "
@@ -252,7 +242,7 @@ class Bert(PretrainedMixin, nn.Module):
         ``attention_mask`` (B, T) 0/1: padding keys are never attended to (None: every position is real).
         ``token_type_ids`` (B, T): segment of each token, 0 = sentence A, 1 = sentence B (None: all 0).
         """
-        self._check_inputs(input_ids, token_type_ids)
+        self._check_inputs(input_ids, attention_mask, token_type_ids)
         position_ids = None
         if self.config.position_offset:  # RoBERTa: positions count the non-pad tokens
             position_ids = roberta_position_ids(input_ids, self.config.pad_id)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from minilm.nn import TransformerOutput
+from minilm.nn import TransformerOutput, check_token_ids
 from minilm.nn.char_cnn import BOW_CHAR, ELMO_FILTERS, EOW_CHAR, N_CHARS, PAD_CHAR, CharCNN, word_to_char_ids
 from minilm.nn.lstm import LSTMLayer, reverse_padded
 
@@ -153,6 +153,8 @@ class ELMo(nn.Module):
         """x (B, T, d), the forward LM's layers, the backward LM's layers (each (B, T, d), in reading order)."""
         if (input_ids is None) == (char_ids is None):
             raise ValueError("pass either input_ids (B, T) or char_ids (B, T, max_chars)")
+        if input_ids is not None:
+            check_token_ids(input_ids, self.config.vocab_size, attention_mask)
         T = (input_ids if input_ids is not None else char_ids).size(1)
         if self.config.max_len is not None and T > self.config.max_len:
             raise ValueError(f"sequence of {T} tokens is longer than the model's max_len={self.config.max_len}")

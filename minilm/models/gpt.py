@@ -27,7 +27,14 @@ from torch import Tensor, nn
 
 from minilm import generation
 from minilm.models.pretrained import PretrainedMixin
-from minilm.nn import BlockConfig, TransformerDecoder, TransformerEmbedding, TransformerOutput, padding_mask
+from minilm.nn import (
+    BlockConfig,
+    TransformerDecoder,
+    TransformerEmbedding,
+    TransformerOutput,
+    check_token_ids,
+    padding_mask,
+)
 
 
 @dataclass
@@ -42,6 +49,9 @@ class GPTConfig:
     bias: bool = True  # biases in linear layers and LayerNorms (GPT-2: yes)
     norm_eps: float = 1e-5
     norm_first: bool = True  # pre-LN blocks and a final LayerNorm (GPT-2); False: post-LN, no final norm (GPT-1)
+
+    def validate(self) -> None:
+        self.block().validate()
 
     def block(self) -> BlockConfig:
         return BlockConfig(
@@ -119,6 +129,7 @@ class GPT(PretrainedMixin, nn.Module):
         inputs mark the second text with a delimiter token instead).
         """
         past = len(cache[0].self_attn) if cache is not None else 0
+        check_token_ids(input_ids, self.config.vocab_size, attention_mask, past=past)
         if past + input_ids.size(1) > self.config.max_len:
             raise ValueError(
                 f"sequence of {past + input_ids.size(1)} tokens is longer than the model's context of "

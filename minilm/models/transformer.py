@@ -14,7 +14,14 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
-from minilm.nn import BlockConfig, TransformerDecoder, TransformerEmbedding, TransformerEncoder, padding_mask
+from minilm.nn import (
+    BlockConfig,
+    TransformerDecoder,
+    TransformerEmbedding,
+    TransformerEncoder,
+    check_token_ids,
+    padding_mask,
+)
 
 
 @dataclass
@@ -30,6 +37,9 @@ class TransformerConfig:
     positions: str | None = "sinusoidal"  # "sinusoidal" (paper), "learned" (Table 3 row E), None (ablation)
     norm_first: bool = False  # False: post-LN as in the paper; True: pre-LN (more stable when deep)
     pad_id: int = 0  # padding token: never attended to, never a target
+
+    def validate(self) -> None:
+        self.block().validate()
 
     def block(self, cross_attention: bool = False) -> BlockConfig:
         return BlockConfig(
@@ -77,12 +87,14 @@ class Transformer(nn.Module):
 
     def encode(self, src: Tensor, output_attentions: bool = False):
         """src (B, S) -> TransformerOutput with last_hidden_state (B, S, C), the memory the decoder reads."""
+        check_token_ids(src, self.config.vocab_size, name="src")
         mask = padding_mask(src != self.config.pad_id)  # (B, 1, 1, S)
         return self.encoder(self.embedding(src), mask=mask, output_attentions=output_attentions)
 
     def decode(self, tgt: Tensor, memory: Tensor, src: Tensor, cache=None, output_attentions: bool = False):
         """tgt (B, T) target ids so far (only the new ones with a cache) -> (logits (B, T, V), TransformerOutput)."""
         past = len(cache[0].self_attn) if cache is not None else 0
+        check_token_ids(tgt, self.config.vocab_size, past=past, name="tgt")
         out = self.decoder(
             self.embedding(tgt, past_length=past),
             memory,

@@ -8,6 +8,7 @@ from .attention import (
     KVCache,
     MultiHeadAttention,
     causal_mask,
+    check_heads,
     padding_mask,
     scaled_dot_product_attention,
     scaled_dot_product_attention_reference,
@@ -29,6 +30,7 @@ from .embeddings import (
     sinusoidal_positions,
 )
 from .feedforward import ACTIVATIONS, FeedForward
+from .inputs import check_token_ids
 from .lstm import LSTMLayer, lstm_reference, reverse_padded
 from .norms import RMSNorm, make_norm
 from .scalar_mix import ScalarMix
@@ -55,6 +57,8 @@ __all__ = [
     "TransformerOutput",
     "batch_to_char_ids",
     "causal_mask",
+    "check_heads",
+    "check_token_ids",
     "lstm_reference",
     "make_norm",
     "padding_mask",

@@ -141,6 +141,16 @@ class KVCache:
         return k, v
 
 
+def check_heads(d_model: int, n_heads: int) -> None:
+    """A ValueError unless ``n_heads`` splits ``d_model`` into equal heads; it lists the counts that would."""
+    if n_heads < 1 or d_model % n_heads != 0:
+        divisors = [n for n in range(1, d_model + 1) if d_model % n == 0][:12]
+        raise ValueError(
+            f"d_model={d_model} is not divisible by n_heads={n_heads}: choose n_heads among "
+            f"{', '.join(map(str, divisors))}{', ...' if len(divisors) == 12 else ''} (or another d_model)"
+        )
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
@@ -160,8 +170,7 @@ class MultiHeadAttention(nn.Module):
         fused: bool = True,
     ) -> None:
         super().__init__()
-        if d_model % n_heads != 0:
-            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        check_heads(d_model, n_heads)
         kv_dim = d_model if kv_dim is None else kv_dim
         self.n_heads = n_heads
         self.head_size = d_model // n_heads

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from torch import Tensor, nn
 
-from .attention import KVCache, MultiHeadAttention
+from .attention import KVCache, MultiHeadAttention, check_heads
 from .feedforward import FeedForward
 from .norms import make_norm
 
@@ -42,6 +42,10 @@ class BlockConfig:
     attention_scale: float | None = None  # multiplies Q K^T; None: 1/sqrt(head size); T5: 1.0
     cross_attention: bool = False  # DecoderBlock only: also attend to an encoder's output (BART, T5; not GPT)
     fused_attention: bool = True  # torch's fused attention kernel (the reference one when weights are asked)
+
+    def validate(self) -> None:
+        """The checks a model config runs on its blocks before anything is built (heads that split d_model)."""
+        check_heads(self.d_model, self.n_heads)
 
 
 @dataclass

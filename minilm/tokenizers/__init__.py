@@ -29,6 +29,6 @@ readable by ``tokenizers.Tokenizer.from_file`` and ``transformers.PreTrainedToke
 
 from .families import FAMILIES, Family
 from .tokenizer import BatchEncoding, Tokenizer
-from .training import train_tokenizer
+from .training import check_vocab_size, train_tokenizer
 
-__all__ = ["FAMILIES", "Family", "Tokenizer", "BatchEncoding", "train_tokenizer"]
+__all__ = ["FAMILIES", "Family", "Tokenizer", "BatchEncoding", "check_vocab_size", "train_tokenizer"]

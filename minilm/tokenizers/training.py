@@ -12,6 +12,19 @@ from .families import build_pipeline, finish, get_family
 from .tokenizer import Tokenizer
 
 
+def check_vocab_size(family: str, vocab_size: int) -> None:
+    """A ValueError unless ``vocab_size`` holds the family's special tokens and its base alphabet (byte-level BPE's
+    256 bytes; at least one learned token otherwise): checked before any text is read."""
+    fam = get_family(family)
+    floor = len(fam.specials) + (256 if fam.model == "bpe" else 1)
+    if vocab_size < floor:
+        raise ValueError(
+            f"vocab_size={vocab_size} is too small for {family}: its {len(fam.specials)} special tokens"
+            + (" and 256 byte tokens" if fam.model == "bpe" else "")
+            + f" need vocab_size >= {floor}"
+        )
+
+
 def train_tokenizer(
     texts: Iterable[str], family: str, vocab_size: int, min_frequency: int = 2, show_progress: bool = False
 ) -> Tokenizer:
@@ -25,13 +38,7 @@ def train_tokenizer(
     fam = get_family(family)
     if isinstance(texts, (str, Path)):
         raise TypeError("texts must be an iterable of strings (e.g. a list of lines), not a single str/Path")
-    floor = len(fam.specials) + (256 if fam.model == "bpe" else 1)
-    if vocab_size < floor:
-        raise ValueError(
-            f"vocab_size={vocab_size} is too small for {family}: its {len(fam.specials)} special tokens"
-            + (" and 256 byte tokens" if fam.model == "bpe" else "")
-            + f" need vocab_size >= {floor}"
-        )
+    check_vocab_size(family, vocab_size)
     size, common = vocab_size - len(fam.tail), dict(special_tokens=list(fam.head), show_progress=show_progress)
     if fam.model == "wordpiece":
         return _train_wordpiece(texts, fam, size, min_frequency, common)

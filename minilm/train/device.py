@@ -6,16 +6,40 @@ import torch
 
 from minilm.train.config import ConfigError
 
+DEVICE_HELP = "use device=auto, cpu, cuda, cuda:N or mps"
+
+
+def parse_device(name: str) -> torch.device | None:
+    """The device ``name`` means (None for ``"auto"``), without asking whether this machine has it."""
+    if name == "auto":
+        return None
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"device={name!r} is not a device name; {DEVICE_HELP}") from None
+
+
+def _mps_available() -> bool:
+    return getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+
 
 def resolve_device(name: str) -> torch.device:
-    """``"auto"``: CUDA, then Apple MPS, then the CPU; any other name as torch reads it (``"cuda:1"``)."""
-    if name != "auto":
-        return torch.device(name)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
+    """``"auto"``: CUDA, then Apple MPS, then the CPU; any other name as torch reads it (``"cuda:1"``), checked to
+    exist on this machine, so a wrong device is one message before any data is read."""
+    device = parse_device(name)
+    if device is None:
+        return torch.device("cuda") if torch.cuda.is_available() else torch.device("mps" if _mps_available() else "cpu")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            why = "this PyTorch build has no CUDA support" if torch.version.cuda is None else "no CUDA GPU is visible"
+            raise ConfigError(f"device={name!r}, but {why} (torch {torch.__version__}); use device=cpu or device=auto")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ConfigError(f"device={name!r}, but this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+    if device.type == "mps" and not _mps_available():
+        raise ConfigError(f"device={name!r}, but Apple MPS is not available here; use device=cpu or device=auto")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"device={name!r} is not supported; {DEVICE_HELP}")
+    return device
 
 
 def resolve_precision(name: str, device: torch.device) -> torch.dtype:

@@ -28,6 +28,7 @@ from minilm.train.cli import (
     unknown_key,
 )
 from minilm.train.config import ConfigError
+from minilm.train.device import resolve_device
 from minilm.train.registry import (
     ObjectiveEntry,
     get_model,
@@ -60,6 +61,9 @@ class PretrainConfig:
     def validate(self) -> None:
         if self.seq_len < 1 or self.vocab_size < 1:
             raise ConfigError("seq_len and vocab_size must be positive")
+        for key in ("seed", "sample_tokens"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key} must be >= 0, got {getattr(self, key)}")
         if not 0 < self.validation_fraction < 1:
             raise ConfigError(f"validation_fraction must be between 0 and 1, got {self.validation_fraction}")
 
@@ -87,9 +91,29 @@ def load_documents(corpus: str):
     files = sorted(path.rglob("*.txt")) if path.is_dir() else [path]
     docs = []
     for f in files:
-        paragraphs = [re.sub(r"\s+", " ", p).strip() for p in re.split(r"\n\s*\n", f.read_text(encoding="utf-8"))]
+        paragraphs = [re.sub(r"\s+", " ", p).strip() for p in re.split(r"\n\s*\n", read_corpus_file(f))]
         docs.append(data.Document(f.stem, [p for p in paragraphs if p]))
     return docs
+
+
+def read_corpus_file(path: Path) -> str:
+    """The file's text, which must be UTF-8: a binary file or another encoding is one ConfigError naming the file.
+
+    Latin-1 and its kin are refused rather than guessed: any byte sequence decodes as Latin-1, so a guess would
+    train silently on mojibake when the file is really Windows-1252, Shift-JIS or not text at all.
+    """
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        if raw.startswith(b"\x7fELF") or b"\x00" in raw[:8192]:
+            raise ConfigError(
+                f"corpus file {path} is binary (not text); give a UTF-8 .txt file or a folder of them"
+            ) from None
+        raise ConfigError(
+            f"corpus file {path} is not UTF-8 text (byte {raw[err.start]:#04x} at offset {err.start}; Latin-1 or "
+            f"Windows-1252?); convert it first, e.g. iconv -f latin1 -t utf-8 {path} > {path.stem}.utf8.txt"
+        ) from None
 
 
 def split_documents(docs, fraction: float) -> tuple[list, list]:
@@ -121,17 +145,31 @@ def build_tokenizer(job: PretrainConfig, family: str, train_texts: list[str], ru
 # ---------------------------------------------------------------------------------------------- the job
 
 
-def build_model(job: PretrainConfig, model_overrides: dict, tokenizer, settings: dict):
-    """The job's model; ``settings`` are what the objective needs of it (e.g. an NSP head), applied last."""
-    entry = get_model(job.model)
-    config = model_config(entry, job.size, tokenizer.vocab_size, {**model_overrides, **settings})
+def job_model_config(job: PretrainConfig, model_overrides: dict, vocab_size: int, settings: dict):
+    """The job's model config (``settings``: what the objective needs of it, e.g. an NSP head, applied last), checked
+    to take the job's sequences."""
+    config = model_config(get_model(job.model), job.size, vocab_size, {**model_overrides, **settings})
     max_len = getattr(config, "max_len", None)
     if max_len is not None and job.seq_len > max_len:
         raise ConfigError(
             f"seq_len={job.seq_len} is longer than the model allows (max_len={max_len}); lower seq_len or set "
             f"model.max_len={job.seq_len}"
         )
-    return registry.build_model(entry, config, tokenizer), config
+    return config
+
+
+def check_job(job: PretrainConfig, train: TrainConfig, model_overrides: dict, objective: ObjectiveEntry) -> None:
+    """Every setting checked before any data is read or any time spent: the device exists here, the vocabulary
+    holds the tokenizer family's special tokens and alphabet, the model's config (heads, sizes) and seq_len fit."""
+    resolve_device(train.device)
+    registry.check_vocab_size(get_model(job.model), job.vocab_size)
+    job_model_config(job, model_overrides, job.vocab_size, objective.model_settings)
+
+
+def build_model(job: PretrainConfig, model_overrides: dict, tokenizer, settings: dict):
+    """The job's model for ``tokenizer``'s vocabulary, and its config."""
+    config = job_model_config(job, model_overrides, tokenizer.vocab_size, settings)
+    return registry.build_model(get_model(job.model), config, tokenizer), config
 
 
 def run_config(job: PretrainConfig, config, settings) -> dict:
@@ -154,6 +192,7 @@ def run(
     entry, objective = get_model(job.model), get_objective(job.objective, job.model)
     if settings is None:
         settings = objective_config(objective, {})
+    check_job(job, train, model_overrides, objective)
     run_dir = Path(train.run_dir) if train.run_dir else None
     docs = load_documents(job.corpus)
     train_docs, val_docs = split_documents(docs, job.validation_fraction)

@@ -145,6 +145,17 @@ def check_size(entry: ModelEntry, size: str) -> None:
         raise ConfigError(f"model {entry.name!r} has no size {size!r}; sizes: {', '.join(entry.sizes)}")
 
 
+def check_vocab_size(entry: ModelEntry, vocab_size: int) -> None:
+    """A ConfigError unless ``vocab_size`` holds the special tokens and base alphabet of ``entry``'s tokenizer
+    family (checked before a tokenizer is trained on any text)."""
+    from minilm.tokenizers import check_vocab_size as check_family
+
+    try:
+        check_family(entry.tokenizer_family, vocab_size)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
 def model_config(entry: ModelEntry, size: str, vocab_size: int, overrides: dict):
     """The config of ``entry`` at preset ``size`` for a vocabulary of ``vocab_size``, with ``model.<key>`` overrides."""
     check_size(entry, size)

@@ -41,13 +41,29 @@ from torch import nn
 from minilm.files import atomic_write_text
 from minilm.train import checkpoint as ckpt
 from minilm.train.config import ConfigError, choice, to_dict
-from minilm.train.device import resolve_precision
+from minilm.train.device import parse_device, resolve_precision
 from minilm.train.distributed import DistributedContext
 from minilm.train.rng import capture_rng_state, restore_rng_state
 
 
 class TrainingError(RuntimeError):
     """Training cannot go on (e.g. the loss is NaN); the message says what was kept and what to try."""
+
+
+ZERO_MEANS = {  # TrainConfig's counts that may be 0, and what 0 means
+    "warmup_steps": "no warm-up",
+    "eval_every": "evaluate only at the end",
+    "eval_batches": "all of the eval data",
+    "save_every": "save only at the end",
+    "threads": "torch's default",
+}
+FLOAT_RANGES = {  # TrainConfig's other floats: their valid closed ranges
+    "min_lr_ratio": (0.0, 1.0),
+    "weight_decay": (0.0, math.inf),
+    "beta1": (0.0, 1.0),
+    "beta2": (0.0, 1.0),
+    "grad_clip": (0.0, math.inf),
+}
 
 
 @dataclass
@@ -84,11 +100,20 @@ class TrainConfig:
         choice(self.schedule, ("cosine", "linear", "constant"), "schedule")
         choice(self.precision, ("auto", "fp32", "bf16", "fp16"), "precision")
         choice(self.distributed, ("ddp", "fsdp"), "distributed")
-        for key in ("batch_size", "grad_accum", "max_steps"):
+        for key in ("batch_size", "grad_accum", "max_steps", "log_every", "keep_last"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"{key} must be at least 1, got {getattr(self, key)}")
-        if self.lr <= 0:
-            raise ConfigError(f"lr must be positive, got {self.lr}")
+        for key, zero in ZERO_MEANS.items():
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key} must be >= 0 ({zero}), got {getattr(self, key)}")
+        if not 0 <= self.seed < 2**32:
+            raise ConfigError(f"seed must be between 0 and 2**32 - 1, got {self.seed}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ConfigError(f"lr must be a positive number, got {self.lr}")
+        for key, (lo, hi) in FLOAT_RANGES.items():
+            if not lo <= getattr(self, key) <= hi:  # (NaN is in no range)
+                raise ConfigError(f"{key} must be between {lo} and {hi}, got {getattr(self, key)}")
+        parse_device(self.device)  # a misspelt device now; whether this machine has it, when the run starts
 
 
 @dataclass
