@@ -318,6 +318,7 @@ class Trainer:
         self.step = 0
         self._step_rng: dict | None = None  # the RNG state at the start of the step under way (None between steps)
         self._eval_pending = False  # an evaluation due at this step has not finished (a resume runs it first)
+        self._window = (0, 0.0)  # training tokens since the last log entry, and when that was (set by fit)
         self.history: list[dict] = []  # every metrics entry, as written to metrics.jsonl
         self.last_losses: dict[str, float] = {}  # the last step's big-batch loss and parts ({"loss", "mlm", ...})
 
@@ -582,7 +583,7 @@ class Trainer:
         self._start_run()
         config, last_eval = self.config, {}
         bar = self._progress_bar()
-        self._window = (0, time.perf_counter())  # tokens since the last log entry, and when that was
+        self._window = (0, time.perf_counter())
         try:
             if self._eval_pending and self.eval_data is not None:  # interrupted during it before the resume
                 last_eval = self._owed_evaluation()
