@@ -239,7 +239,7 @@ def test_keep_last_prunes_the_oldest_and_latest_names_the_newest(tmp_path):
 
 
 def test_find_checkpoint_explains_an_empty_or_missing_path(tmp_path):
-    with pytest.raises(CheckpointError, match="no checkpoint in .*start the run without --resume"):
+    with pytest.raises(CheckpointError, match=r"no checkpoint in .*: it holds no complete checkpoints/step_"):
         find_checkpoint(tmp_path)
     with pytest.raises(CheckpointError, match="does not exist"):
         find_checkpoint(tmp_path / "nowhere")

@@ -329,3 +329,9 @@ def test_model_files_do_not_import_the_converters():
                 continue
             if path.name != "__init__.py":  # the package exports minilm.models.from_pretrained
                 assert not any(name.startswith("minilm.models.hf") for name in imported), path.name
+
+
+def test_a_pickle_named_model_safetensors_is_named_in_the_error(tmp_path):
+    torch.save({"w": torch.zeros(2)}, tmp_path / "model.safetensors")  # pickled weights under the wrong name
+    with pytest.raises(CheckpointError, match=r"model\.safetensors is not a readable safetensors file .*pickled"):
+        read_safetensors(tmp_path)

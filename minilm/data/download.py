@@ -84,7 +84,13 @@ def _download(entry: DataFile, url: str, dest: Path, timeout: float) -> None:
     import http.client  # imported here: slow to import, and only downloads need them
     import urllib.request
 
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DataError(
+            f"cannot create the download cache folder {dest.parent} ({e.strerror or e}): set MINILM_CACHE_DIR to a "
+            f"folder you can write, or MINILM_DATA_DIR to a mirror that holds {entry.dataset}/{entry.name}"
+        ) from None
     with atomic_file(dest) as out:  # a failed download or check below leaves nothing in the cache
         digest, size = hashlib.sha256(), 0
         try:

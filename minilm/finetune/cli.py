@@ -35,8 +35,7 @@ from minilm.finetune.model import (
     head_width,
 )
 from minilm.finetune.table import RESULTS_FILE, find_results, glue_table
-from minilm.train import checkpoint as ckpt
-from minilm.train.cli import exit_code, models_help, parse_command_line, settings_help
+from minilm.train.cli import exit_code, models_help, parse_command_line, settings_help, start_run
 from minilm.train.device import resolve_device
 from minilm.train.trainer import TrainConfig, Trainer, to_device
 
@@ -220,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             return
         args = parse_args(argv)
         job, train, model_overrides = resolve(args)
-        run(job, train, model_overrides, resume=ckpt.find_checkpoint(args.resume) if args.resume else None)
+        with start_run(args.resume, train, "python -m minilm.finetune") as resume:
+            run(job, train, model_overrides, resume=resume)
 
     return exit_code(finetune)

@@ -295,7 +295,13 @@ def from_pretrained(path: str, model_overrides: dict, tokenizer_dir: Path | None
     as the Trainer saved it), loaded, and unwrapped to the body. ``model_overrides`` may change what leaves the
     weights' shapes alone (dropout, say).
     """
-    checkpoint = ckpt.find_checkpoint(path)
+    try:
+        checkpoint = ckpt.find_checkpoint(path)
+    except ckpt.CheckpointError as err:
+        raise ckpt.CheckpointError(
+            f"--pretrained {path}: {err}. Give a pretraining run of python -m minilm.train (its directory or one of "
+            "its checkpoints/step_* directories)"
+        ) from None
     meta = ckpt.read_meta(checkpoint)
     run = meta.get("config") or {}
     job = run.get("job") or {}

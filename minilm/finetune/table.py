@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 from minilm.data.tasks import TASKS
@@ -47,8 +48,23 @@ def find_results(paths: list[str]) -> list[dict]:
         files = [path / RESULTS_FILE] if (path / RESULTS_FILE).is_file() else sorted(path.glob(f"*/{RESULTS_FILE}"))
         if not files:
             raise ConfigError(f"{path} holds no {RESULTS_FILE}: give finished fine-tuning run directories")
-        results += [json.loads(f.read_text()) for f in files]
+        results += [r for r in map(_read_results, files) if r is not None]
+    if not results:
+        raise ConfigError(f"no readable {RESULTS_FILE} in {', '.join(paths)}: give finished fine-tuning runs")
     return results
+
+
+def _read_results(file: Path) -> dict | None:
+    """The results a run wrote, or None (with a warning) when the file is torn or is not a run's results."""
+    try:
+        results = json.loads(file.read_text(encoding="utf-8"))
+        if isinstance(results, dict) and {"name", "split", "task", "metrics"} <= results.keys():
+            return results
+        problem = "it is not a fine-tuning run's results"
+    except (ValueError, OSError) as err:
+        problem = f"it is torn or unreadable ({err})"
+    warnings.warn(f"{file} left out of the table: {problem}; rerun that fine-tuning run to score it", stacklevel=3)
+    return None
 
 
 def _cell(task: str, metrics: dict) -> str:

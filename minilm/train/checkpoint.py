@@ -41,7 +41,15 @@ from minilm.files import TMP_PREFIX, CheckpointError, atomic_folder, atomic_writ
 from minilm.train.distributed import is_sharded, load_optimizer_state, model_class_name, set_full_model_state
 from minilm.train.rng import capture_rng_state, restore_rng_state
 
-__all__ = ["CheckpointError", "find_checkpoint", "load_checkpoint", "load_weights", "read_meta", "save_checkpoint"]
+__all__ = [
+    "CheckpointError",
+    "find_checkpoint",
+    "load_checkpoint",
+    "load_weights",
+    "read_meta",
+    "save_checkpoint",
+    "step_dirs",
+]
 
 CHECKPOINTS, LATEST = "checkpoints", "latest"
 MODEL_FILE, STATE_FILE, META_FILE = "model.safetensors", "training_state.pt", "meta.json"
@@ -176,7 +184,8 @@ def _save_failure(step: int, error: Exception, previous: Path | None) -> str:
 
 def find_checkpoint(path: str | os.PathLike) -> Path:
     """The checkpoint directory ``path`` designates: a step directory itself, or the one ``latest`` names in a run
-    directory or its ``checkpoints/`` directory (the highest step when ``latest`` is missing)."""
+    directory or its ``checkpoints/`` directory. When ``latest`` is missing or names a checkpoint that is gone or
+    incomplete, the newest complete step directory (with a warning)."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(
@@ -186,17 +195,20 @@ def find_checkpoint(path: str | os.PathLike) -> Path:
     if (path / META_FILE).is_file() or _STEP_DIR.fullmatch(path.name):
         return path
     root = path / CHECKPOINTS if (path / CHECKPOINTS).is_dir() else path
-    latest, step_dirs = _latest_or_none(root), _step_dirs(root)
+    latest = _latest_or_none(root)
     if latest is not None:
         return latest
+    complete = [p for p in step_dirs(root) if (p / META_FILE).is_file()]
+    if not complete:
+        raise CheckpointError(f"no checkpoint in {path}: it holds no complete {CHECKPOINTS}/step_* directory")
     if (root / LATEST).is_file():
-        raise CheckpointError(
-            f"{root / LATEST} names {(root / LATEST).read_text().strip()!r}, which is not a checkpoint in {root}; "
-            "pass one of its step_* directories explicitly"
+        named = (root / LATEST).read_text().strip()
+        warnings.warn(
+            f"{root / LATEST} names {named!r}, which is not a complete checkpoint; using the newest complete one, "
+            f"{complete[-1]}",
+            stacklevel=2,
         )
-    if not step_dirs:
-        raise CheckpointError(f"no checkpoint in {path}; start the run without --resume, or pass another path")
-    return step_dirs[-1]
+    return complete[-1]
 
 
 def _latest_or_none(root: Path) -> Path | None:
@@ -208,7 +220,7 @@ def _latest_or_none(root: Path) -> Path | None:
     return root / name if _STEP_DIR.fullmatch(name) and (root / name / META_FILE).is_file() else None
 
 
-def _step_dirs(root: Path) -> list[Path]:
+def step_dirs(root: Path) -> list[Path]:
     """The ``step_*`` directories in ``root``, lowest step first."""
     found = [p for p in root.iterdir() if p.is_dir() and _STEP_DIR.fullmatch(p.name)] if root.is_dir() else []
     return sorted(found, key=lambda p: int(_STEP_DIR.fullmatch(p.name).group(1)))
@@ -217,7 +229,7 @@ def _step_dirs(root: Path) -> list[Path]:
 def _prune(root: Path, keep_last: int, keep: Path) -> None:
     """Delete all but the newest ``keep_last`` checkpoints, never ``keep``; each is renamed away first, so that no
     half-deleted directory ever looks like a checkpoint."""
-    for step_dir in _step_dirs(root)[:-keep_last]:
+    for step_dir in step_dirs(root)[:-keep_last]:
         if step_dir == keep:
             continue
         doomed = root / f"{TMP_PREFIX}pruned-{step_dir.name}"
@@ -230,10 +242,14 @@ def _prune(root: Path, keep_last: int, keep: Path) -> None:
 
 def _corrupt(checkpoint: Path, problem: str) -> CheckpointError:
     """The error for a damaged checkpoint, pointing at the newest earlier one to resume from instead."""
-    step_dirs = _step_dirs(checkpoint.parent)
-    earlier = step_dirs[: step_dirs.index(checkpoint)] if checkpoint in step_dirs else []
-    instead = f"resume from an earlier one: {earlier[-1]}" if earlier else "no earlier one exists, start afresh"
-    return CheckpointError(f"checkpoint {checkpoint} is corrupt or truncated ({problem}); delete it and {instead}")
+    found = step_dirs(checkpoint.parent)
+    earlier = [p for p in found[: found.index(checkpoint)] if (p / META_FILE).is_file()] if checkpoint in found else []
+    instead = (
+        f"resume from an earlier one: {earlier[-1]} (--resume {earlier[-1]}; its next saves replace this one)"
+        if earlier
+        else "no earlier checkpoint exists: start the run again (overwrite=true moves the old one aside)"
+    )
+    return CheckpointError(f"checkpoint {checkpoint} is corrupt or truncated ({problem}); {instead}")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -249,6 +265,8 @@ def read_meta(path: str | os.PathLike) -> dict:
         raise _corrupt(checkpoint, f"{META_FILE} is missing or unreadable: {error}") from error
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise _corrupt(checkpoint, f"{META_FILE} is not a {FORMAT} description")
+    if not isinstance(meta.get("format_version"), int) or not isinstance(meta.get("files"), dict):
+        raise _corrupt(checkpoint, f"{META_FILE} lacks its format_version or files")
     if meta["format_version"] > FORMAT_VERSION:
         raise CheckpointError(
             f"checkpoint {checkpoint} has format version {meta['format_version']}, newer than this minilm "

@@ -11,16 +11,21 @@ objective is; a key both the run and the objective have is ambiguous and must be
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
+import errno
 import inspect
 import json
 import re
+import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from minilm.train import checkpoint as ckpt
 from minilm.train.config import ConfigError, read_toml, split_overrides, update
+from minilm.train.run_dir import new_run_dir
 
 SECTIONS = ("job", "train", "model", "objective")
 SHORT = ""  # the command line layer's short keys (key=value without a section), see command_line_layer
@@ -95,18 +100,63 @@ def command_line_layer(overrides: list[str], shorthands: dict, job, train, objec
     return {**layer, SHORT: flat} if objective_keys else layer
 
 
+IDENTITY = ("model", "objective", "task", "size")  # [job] keys a resumed run keeps: they decide its tensors
+
+
+def resumed_run(resume: str) -> tuple[Path, dict]:
+    """The run directory ``--resume`` designates and the settings it was saved with: a run directory (its
+    config.json) or one of its checkpoints (``checkpoints/step_X``, whose meta.json holds the run's settings)."""
+    path = Path(resume)
+    if (path / ckpt.META_FILE).is_file():
+        run_dir = path.parent.parent if path.parent.name == ckpt.CHECKPOINTS else path.parent
+        saved = ckpt.read_meta(path).get("config")
+        if not isinstance(saved, dict):
+            raise ConfigError(f"--resume {resume}: the checkpoint does not record its run's settings")
+        return run_dir, saved
+    saved_file = path / "config.json"
+    if not saved_file.is_file() and path.is_dir() and not ckpt.step_dirs(path / ckpt.CHECKPOINTS):
+        raise ConfigError(f"--resume {resume}: no config.json there; {not_resumable(path)}")
+    if not saved_file.is_file():
+        raise ConfigError(f"--resume {resume}: no config.json there; give the run directory of a run")
+    try:
+        saved = json.loads(saved_file.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        newest = ckpt.step_dirs(path / ckpt.CHECKPOINTS)[-1:]
+        instead = f"; its checkpoints hold the settings too: --resume {shlex.quote(str(newest[0]))}" if newest else ""
+        raise ConfigError(f"--resume {resume}: {saved_file} is not valid JSON ({err}){instead}") from None
+    if not isinstance(saved, dict):
+        raise ConfigError(f"--resume {resume}: {saved_file} does not hold a run's settings")
+    return path, saved
+
+
+def check_resumed_kind(resume: str, saved: dict, sections: tuple[str, ...]) -> None:
+    """Refuse to resume a fine-tuning run with ``minilm.train`` and a pretraining run with ``minilm.finetune``."""
+    job = saved.get("job") if isinstance(saved.get("job"), dict) else {}
+    quoted = shlex.quote(resume)
+    if "objective" in saved and "objective" not in sections:
+        raise ConfigError(
+            f"--resume {resume} is a pretraining run ({job.get('model')}, {job.get('objective')}): fine-tune from "
+            f"it with python -m minilm.finetune --pretrained {quoted} (--resume continues a fine-tuning run), or "
+            f"continue pretraining it with python -m minilm.train --resume {quoted}"
+        )
+    if "task" in job and "objective" in sections:
+        raise ConfigError(
+            f"--resume {resume} is a fine-tuning run (task {job['task']}): continue it with python -m "
+            f"minilm.finetune --resume {quoted}"
+        )
+
+
 def resolve_layers(job, train, resume: str | None, config_file: str | None, command_line: dict, sections=SECTIONS):
-    """Apply defaults <- --resume's config.json <- --config TOML <- the command line.
+    """Apply defaults <- --resume's saved settings <- --config TOML <- the command line.
 
     Returns (job, train, open sections): [job] and [train] applied to their configs, and the other ``sections``
     ([model], [objective]) as dicts merged layer over layer, for the model's and the objective's configs.
     """
     layers = []
     if resume:
-        saved = Path(resume) / "config.json"
-        if not saved.is_file():
-            raise ConfigError(f"--resume {resume}: no config.json there; give the run directory of a run")
-        layers.append(json.loads(saved.read_text()))
+        run_dir, saved = resumed_run(resume)
+        check_resumed_kind(resume, saved, sections)
+        layers.append(saved)
     if config_file:
         layers.append(read_toml(config_file))
     layers.append(command_line)
@@ -121,14 +171,43 @@ def resolve_layers(job, train, resume: str | None, config_file: str | None, comm
         for name, values in open_sections.items():
             values.update(layer.get(name, {}))
     if resume:
-        train = dataclasses.replace(train, run_dir=resume)
+        saved_job = saved.get("job", {})
+        for key in IDENTITY:
+            if key in saved_job and getattr(job, key, saved_job[key]) != saved_job[key]:
+                raise ConfigError(
+                    f"--resume {resume} continues a run of {key} {saved_job[key]!r}, not {getattr(job, key)!r}: "
+                    f"drop {key}={getattr(job, key)}, or start a new run in another run_dir"
+                )
+        train = dataclasses.replace(train, run_dir=str(run_dir))
     return job, train, open_sections
+
+
+@contextlib.contextmanager
+def start_run(resume: str | None, train, prog: str) -> Iterator[Path | None]:
+    """For the ``with`` block that runs the job: the checkpoint ``--resume`` designates, or None for a new run, whose
+    run_dir is claimed (empty, or moved aside with overwrite=true) and cleaned if it fails while it prepares (see
+    :mod:`minilm.train.run_dir`)."""
+    if not resume:
+        with new_run_dir(train.run_dir, train.overwrite, prog):
+            yield None
+        return
+    if not ckpt.step_dirs(Path(train.run_dir) / ckpt.CHECKPOINTS) and not (Path(resume) / ckpt.META_FILE).is_file():
+        raise ConfigError(f"--resume {resume}: {not_resumable(Path(train.run_dir))}")
+    yield ckpt.find_checkpoint(resume)
+
+
+def not_resumable(run_dir: Path) -> str:
+    """Why a run directory without a checkpoint cannot be resumed, and what to do instead."""
+    return (
+        f"the run saved no checkpoint (it stopped before its first save), so it cannot be resumed; start it again "
+        f"with its settings and run_dir={shlex.quote(str(run_dir))} overwrite=true (moves the old files aside)"
+    )
 
 
 def exit_code(run: Callable[[], None]) -> int:
     """Run a command; a user's mistake becomes one ``error:`` line and an exit code, never a traceback.
 
-    2: a wrong setting; 1: training, data or checkpoint trouble; 130: Ctrl-C (after the Trainer saved).
+    2: a wrong setting; 1: training, data, checkpoint or file trouble; 130: Ctrl-C (after the Trainer saved).
     """
     from minilm.data.errors import DataError
     from minilm.train.checkpoint import CheckpointError
@@ -143,6 +222,20 @@ def exit_code(run: Callable[[], None]) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as err:
-        print(f"\n{err or 'interrupted'}", file=sys.stderr)
+        print(f"\n{str(err) or 'interrupted'}", file=sys.stderr)
         return 130
+    except OSError as err:  # the file system's trouble (a full disk, a read-only or missing place): not a bug
+        print(f"error: {file_trouble(err)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def file_trouble(err: OSError) -> str:
+    """One line for an OSError: what failed on which file, and, for a full disk, what to do."""
+    names = " -> ".join(str(name) for name in (err.filename, err.filename2) if name is not None)
+    line = f"{err.strerror or err}{f': {names}' if names else ''}"
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        line += "; free some disk space (or choose a run_dir on another disk) and run again"
+    elif err.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR, errno.EEXIST):
+        line += "; choose a place you can write to (run_dir=..., MINILM_CACHE_DIR=...)"
+    return line

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import torch
 
-from minilm.train import checkpoint as ckpt
 from minilm.train import registry
 from minilm.train.cli import (
     SHORT,
@@ -25,6 +24,7 @@ from minilm.train.cli import (
     parse_command_line,
     resolve_layers,
     settings_help,
+    start_run,
     unknown_key,
 )
 from minilm.train.config import ConfigError
@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     def pretrain():
         args = parse_args(argv)
         job, train, model_overrides, settings = resolve(args)
-        resume = ckpt.find_checkpoint(args.resume) if args.resume else None
-        run(job, train, model_overrides, resume=resume, settings=settings)
+        with start_run(args.resume, train, "python -m minilm.train") as resume:
+            run(job, train, model_overrides, resume=resume, settings=settings)
 
     return exit_code(pretrain)

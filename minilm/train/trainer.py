@@ -30,7 +30,10 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import signal
+import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +69,35 @@ FLOAT_RANGES = {  # TrainConfig's other floats: their valid closed ranges
 }
 
 
+class InterruptedAgain(KeyboardInterrupt):
+    """Ctrl-C pressed a second time while the first was held: stop at once, saving nothing."""
+
+
+@contextlib.contextmanager
+def held_interrupts():
+    """Hold Ctrl-C (SIGINT) until the block ends, then raise KeyboardInterrupt: what the block writes (a step's
+    update and its log entry) is written whole. Pressed again meanwhile, :class:`InterruptedAgain` is raised at once.
+    Only the main thread receives signals; elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pressed = 0
+
+    def hold(signum, frame) -> None:
+        nonlocal pressed
+        pressed += 1
+        if pressed > 1:
+            raise InterruptedAgain
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed:
+        raise KeyboardInterrupt
+
+
 @dataclass
 class TrainConfig:
     # optimisation
@@ -94,6 +126,7 @@ class TrainConfig:
     save_every: int = 250  # steps between checkpoints (and at the end); 0: only at the end
     keep_last: int = 2  # checkpoints kept on disk
     run_dir: str = ""  # where config, metrics and checkpoints go; "" for no files (notebooks)
+    overwrite: bool = False  # the CLIs: a new run into a run_dir that holds files moves them aside to run_dir.old-*
     progress: bool = True  # tqdm progress bar with loss, lr and tokens/s
 
     def validate(self) -> None:
@@ -308,7 +341,9 @@ class Trainer:
             self.wrapped = torch.compile(self.wrapped)
         self.order = BatchOrder(len(train_data), config.batch_size, config.seed)
         self.step = 0
-        self._step_rng: dict | None = None
+        self._step_rng: dict | None = None  # the RNG state at the start of the step under way (None between steps)
+        self._eval_pending = False  # an evaluation due at this step has not finished (a resume runs it first)
+        self._window = (0, 0.0)  # training tokens since the last log entry, and when that was (set by fit)
         self.history: list[dict] = []  # every metrics entry, as written to metrics.jsonl
         self.last_losses: dict[str, float] = {}  # the last step's big-batch loss and parts ({"loss", "mlm", ...})
 
@@ -437,14 +472,20 @@ class Trainer:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
+        self._step_rng = None  # the step is done: nothing to roll back
         return loss, tokens
 
-    def _nan_message(self, loss: float) -> str:
+    def _last_checkpoint(self) -> str:
+        """Which checkpoint a stopped run can resume from, in words."""
         latest = None
         if self.run_dir is not None:
-            with contextlib.suppress(ckpt.CheckpointError):
+            with contextlib.suppress(ckpt.CheckpointError), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
                 latest = ckpt.find_checkpoint(self.run_dir)
-        kept = f"the last good checkpoint is {latest}" if latest else "no checkpoint had been saved yet"
+        return f"the last good checkpoint is {latest}" if latest else "no checkpoint had been saved yet"
+
+    def _nan_message(self, loss: float) -> str:
+        kept = self._last_checkpoint()
         return (
             f"the loss became {loss} at step {self.step}; training stopped and nothing was saved from this step "
             f"({kept}). Lower the learning rate (lr={self.config.lr}), keep grad_clip on, or use precision=fp32, "
@@ -463,6 +504,13 @@ class Trainer:
         """
         if self.eval_data is None or len(self.eval_data) == 0:
             return {}
+        rng = capture_rng_state()  # evaluation leaves the random streams as they were, even when interrupted
+        try:
+            return self._evaluate()
+        finally:
+            restore_rng_state(rng)
+
+    def _evaluate(self) -> dict:
         self.model.eval()
         size, micro = self.config.batch_size, self.config.batch_size // (self.dist.world_size * self.config.grad_accum)
         n_batches = math.ceil(len(self.eval_data) / size)
@@ -515,7 +563,8 @@ class Trainer:
                 optimizer=self.optimizer,
                 scheduler=self.scheduler,
                 scaler=self.scaler,
-                trainer_state={"step": self.step},  # the data position: batches are a function of the step
+                # the data position (batches are a function of the step), and whether an evaluation is owed
+                trainer_state={"step": self.step, "eval_pending": self._eval_pending},
                 config=self.run_config_dict(),
                 keep_last=self.config.keep_last,
                 model_state=model_state,
@@ -530,7 +579,12 @@ class Trainer:
         Call it right before :meth:`fit`: the random generators are restored to their state at the save.
         """
         state = ckpt.load_checkpoint(path, self.model, self.optimizer, self.scheduler, self.scaler)
-        self.step = int(state["step"])
+        self.step, self._eval_pending = int(state["step"]), bool(state.get("eval_pending", False))
+        if self.step > self.config.max_steps:
+            raise ConfigError(
+                f"{path} is at step {self.step}, past max_steps={self.config.max_steps}: set max_steps above "
+                f"{self.step} to train further"
+            )
         if self.run_dir is not None:
             self.history = read_metrics(self.run_dir / "metrics.jsonl", up_to_step=self.step)
         return self.step
@@ -564,45 +618,77 @@ class Trainer:
         self._start_run()
         config, last_eval = self.config, {}
         bar = self._progress_bar()
-        window_tokens, window_start = 0, time.perf_counter()
+        self._window = (0, time.perf_counter())
         try:
+            if self._eval_pending and self.eval_data is not None:  # interrupted during it before the resume
+                last_eval = self._owed_evaluation()
             while self.step < config.max_steps:
-                _, tokens = self.train_step()
-                window_tokens += tokens * self.dist.world_size
-                if self.step % config.log_every == 0 or self.step == config.max_steps:
-                    elapsed = time.perf_counter() - window_start
-                    entry = {
-                        "step": self.step,
-                        "split": "train",
-                        **self.last_losses,
-                        "lr": self.scheduler.get_last_lr()[0],
-                        "tokens_per_s": window_tokens / max(elapsed, 1e-9),
-                        "epoch": self.order.epoch(self.step),
-                    }
-                    self._log(entry)
-                    window_tokens, window_start = 0, time.perf_counter()
-                    if bar is not None:
-                        losses = {k: f"{v:.3f}" for k, v in self.last_losses.items()}
-                        bar.set_postfix(losses, lr=f"{entry['lr']:.2e}", tok_s=f"{entry['tokens_per_s']:.0f}")
-                if bar is not None:
-                    bar.update(1)
-                final = self.step == config.max_steps
-                if self.eval_data is not None and (final or (config.eval_every and self.step % config.eval_every == 0)):
-                    last_eval = self.evaluate()
+                with held_interrupts():  # Ctrl-C waits for the step's update and log entry (pressed again: at once)
+                    self._step_and_log(bar)
+                    final = self.step == config.max_steps
+                    due = final or (config.eval_every and self.step % config.eval_every == 0)
+                    self._eval_pending = self.eval_data is not None and bool(due)
+                if self._eval_pending:
+                    last_eval = self._owed_evaluation()
                 if self.run_dir is not None and (final or (config.save_every and self.step % config.save_every == 0)):
                     self.save()
-        except KeyboardInterrupt:
-            # Roll the unfinished step back (its gradients and random draws) so the checkpoint resumes exactly.
-            self.optimizer.zero_grad(set_to_none=True)
-            if self._step_rng is not None:
-                restore_rng_state(self._step_rng)
-            saved = self.save() if self.run_dir is not None else None
-            where = f"; saved {saved}: resume with --resume {self.run_dir}" if saved else ""
-            raise KeyboardInterrupt(f"interrupted at step {self.step}{where}") from None
+        except KeyboardInterrupt as interrupt:
+            raise KeyboardInterrupt(self._stop(again=isinstance(interrupt, InterruptedAgain))) from None
         finally:
             if bar is not None:
                 bar.close()
         return last_eval
+
+    def _step_and_log(self, bar) -> None:
+        """One training step and, when due, its metrics.jsonl entry."""
+        _, tokens = self.train_step()
+        window_tokens, window_start = self._window
+        window_tokens += tokens * self.dist.world_size
+        self._window = (window_tokens, window_start)
+        if self.step % self.config.log_every == 0 or self.step == self.config.max_steps:
+            entry = {
+                "step": self.step,
+                "split": "train",
+                **self.last_losses,
+                "lr": self.scheduler.get_last_lr()[0],
+                "tokens_per_s": window_tokens / max(time.perf_counter() - window_start, 1e-9),
+                "epoch": self.order.epoch(self.step),
+            }
+            self._log(entry)
+            self._window = (0, time.perf_counter())
+            if bar is not None:
+                losses = {k: f"{v:.3f}" for k, v in self.last_losses.items()}
+                bar.set_postfix(losses, lr=f"{entry['lr']:.2e}", tok_s=f"{entry['tokens_per_s']:.0f}")
+        if bar is not None:
+            bar.update(1)
+
+    def _owed_evaluation(self) -> dict:
+        """Evaluate; an interrupt before the end leaves the evaluation owed, and the checkpoint says so."""
+        metrics = self.evaluate()
+        self._eval_pending = False
+        return metrics
+
+    def _stop(self, again: bool) -> str:
+        """After Ctrl-C: roll back an unfinished step, save a checkpoint that resumes exactly, say what was kept.
+
+        Pressed twice, nothing is saved (the step may be half-applied); the last checkpoint resumes exactly.
+        """
+        self.optimizer.zero_grad(set_to_none=True)
+        resume = f"resume with --resume {self.run_dir}" if self.run_dir is not None else ""
+        if again:
+            kept = self._last_checkpoint()
+            return f"interrupted twice at step {self.step}: stopped at once without saving ({kept}); {resume}"
+        if self._step_rng is not None:  # inside a step: its random draws are undone, its update never happened
+            restore_rng_state(self._step_rng)
+            self._step_rng = None
+        try:
+            saved = self.save() if self.run_dir is not None else None
+        except KeyboardInterrupt:
+            return (
+                f"interrupted again while saving step {self.step}: that save was abandoned whole "
+                f"({self._last_checkpoint()}); {resume}"
+            )
+        return f"interrupted at step {self.step}" + (f"; saved {saved}: {resume}" if saved else "")
 
     def _start_run(self) -> None:
         if self.run_dir is None:
@@ -639,9 +725,27 @@ class Trainer:
 
 
 def read_metrics(path: str | Path, up_to_step: int | None = None) -> list[dict]:
-    """The entries of a metrics.jsonl (for plots), optionally only those up to a step."""
+    """The entries of a metrics.jsonl (for plots), optionally only those up to a step.
+
+    A torn last line (a crash while logging) is left out with a warning; a resume rewrites the file without it.
+    """
     path = Path(path)
     if not path.exists():
         return []
-    entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    entries = []
+    for number, line in enumerate(lines, 1):
+        try:
+            entry = json.loads(line)
+            if not isinstance(entry, dict) or not isinstance(entry.get("step"), int):
+                raise ValueError("not a metrics entry")
+        except ValueError as err:
+            if number < len(lines):
+                raise TrainingError(
+                    f"{path}, line {number}, is not a metrics entry ({err}); only a torn last line is tolerated: "
+                    "repair or delete that line"
+                ) from None
+            warnings.warn(f"{path}: its last line is torn (a crash while logging?) and was left out", stacklevel=2)
+            break
+        entries.append(entry)
     return [e for e in entries if up_to_step is None or e["step"] <= up_to_step]

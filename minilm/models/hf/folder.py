@@ -60,14 +60,14 @@ def read_safetensors(path: str | Path, device: str | torch.device = "cpu") -> di
     folder = _folder(path)
     single, index = folder / WEIGHTS_NAME, folder / WEIGHTS_INDEX_NAME
     if single.is_file():
-        return load_file(single, device=str(device))
+        return _load_file(single, device)
     if index.is_file():
         shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
         tensors: dict[str, Tensor] = {}
         for shard in shards:
             if not (folder / shard).is_file():
                 raise FileNotFoundError(f"{index} lists the shard {shard}, which is not in {folder}")
-            tensors.update(load_file(folder / shard, device=str(device)))
+            tensors.update(_load_file(folder / shard, device))
         return tensors
     missing = f"no {WEIGHTS_NAME} or {WEIGHTS_INDEX_NAME} in {folder}"
     others = sorted({p.name for pattern in OTHER_WEIGHTS_PATTERNS for p in folder.glob(pattern)})
@@ -78,6 +78,18 @@ def read_safetensors(path: str | Path, device: str | torch.device = "cpu") -> di
             f"AutoModel.from_pretrained(folder).save_pretrained(folder) writes {WEIGHTS_NAME}"
         )
     raise FileNotFoundError(missing)
+
+
+def _load_file(file: Path, device: str | torch.device) -> dict[str, Tensor]:
+    """The tensors of one safetensors file; a file that is not one (a renamed pickle, a truncated download) is a
+    CheckpointError naming it."""
+    try:
+        return load_file(file, device=str(device))
+    except Exception as error:  # safetensors raises its own SafetensorError (header too large, invalid header, ...)
+        raise CheckpointError(
+            f"{file} is not a readable safetensors file ({error}): a truncated download, or pickled weights under "
+            "the wrong name; download it again, or convert pickled weights with transformers' save_pretrained"
+        ) from error
 
 
 def write_checkpoint(path: str | Path, config: Mapping, tensors: Mapping[str, Tensor]) -> Path:
