@@ -2,6 +2,7 @@
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -84,10 +85,13 @@ def test_fsdp_checkpoints_resume_where_a_crashed_run_stopped(single, tmp_path):
 
 def test_a_failed_save_on_rank_0_stops_both_processes_at_once_with_one_message_each(tmp_path):
     """Two processes set up as torchrun would, without its agent (which would kill the survivor): rank 0 cannot
-    save at step 2 (its checkpoints folder is a file). Rank 1 must not wait for it: each exits with one error line."""
+    save at step 2 (a file-size limit lets it write its tokenizer, config and metrics, not the checkpoint's weights:
+    writes fail with EFBIG, as on a full disk). Rank 1 must not wait for it: each exits with one error line."""
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / "checkpoints").write_text("a file where the checkpoints folder should be")
+
+    def small_files_only():  # rank 0 only; Python ignores SIGXFSZ, so a write past the limit fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
     group = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(get_free_port()), "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "minilm.train", *SETTINGS, f"run_dir={run_dir}", "max_steps=4", "save_every=2"]
     ranks = [
@@ -97,6 +101,7 @@ def test_a_failed_save_on_rank_0_stops_both_processes_at_once_with_one_message_e
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=small_files_only if rank == 0 else None,
         )
         for rank in range(2)
     ]
