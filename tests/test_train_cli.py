@@ -170,6 +170,29 @@ def test_objective_settings_from_toml_and_command_line_are_recorded_and_resumed(
     assert "at step 3" in capsys.readouterr().out
 
 
+def test_a_run_saved_before_objectives_had_settings_still_resumes(tmp_path, capsys):
+    """Older config.json files kept format/masking/whole_word under [job] for every run: a masked LM's move to
+    [objective], a GPT's are dropped."""
+    bert_dir, gpt_dir = tmp_path / "bert", tmp_path / "gpt"
+    tiny = [a for a in TINY if not a.startswith(("model.", "vocab_size"))]
+    bert = ["--model", "bert", "--objective", "mlm", "masking=static", "format=doc_sentences", "vocab_size=600"]
+    assert main([*tiny, *bert, "max_steps=2", "sample_tokens=0", f"run_dir={bert_dir}"]) == 0
+    assert main([*TINY, "max_steps=2", "sample_tokens=0", f"run_dir={gpt_dir}"]) == 0
+    for run_dir, old in ((bert_dir, None), (gpt_dir, {"format": "full_sentences", "masking": "dynamic"})):
+        config = json.loads((run_dir / "config.json").read_text())  # rewritten as an older minilm wrote it
+        config["job"].update(config.pop("objective") or old, whole_word=False)
+        (run_dir / "config.json").write_text(json.dumps(config))
+    assert main(["--resume", str(bert_dir), "max_steps=3"]) == 0
+    assert json.loads((bert_dir / "config.json").read_text())["objective"] == {
+        "format": "doc_sentences",
+        "masking": "static",
+        "whole_word": False,
+    }
+    assert main(["--resume", str(gpt_dir), "max_steps=3"]) == 0
+    assert "format" not in json.loads((gpt_dir / "config.json").read_text())["job"]
+    assert capsys.readouterr().out.count("at step 2") == 2
+
+
 @dataclass
 class SmoothedConfig:
     smoothing: float = 0.0  # a setting no other section has

@@ -146,16 +146,26 @@ def check_resumed_kind(resume: str, saved: dict, sections: tuple[str, ...]) -> N
         )
 
 
-def resolve_layers(job, train, resume: str | None, config_file: str | None, command_line: dict, sections=SECTIONS):
+def resolve_layers(
+    job,
+    train,
+    resume: str | None,
+    config_file: str | None,
+    command_line: dict,
+    sections=SECTIONS,
+    upgrade: Callable[[dict], dict] | None = None,
+):
     """Apply defaults <- --resume's saved settings <- --config TOML <- the command line.
 
     Returns (job, train, open sections): [job] and [train] applied to their configs, and the other ``sections``
     ([model], [objective]) as dicts merged layer over layer, for the model's and the objective's configs.
+    ``upgrade``: the saved settings of a run written by an older minilm -> today's sections (settings that moved).
     """
     layers = []
     if resume:
         run_dir, saved = resumed_run(resume)
         check_resumed_kind(resume, saved, sections)
+        saved = upgrade(saved) if upgrade is not None else saved
         layers.append(saved)
     if config_file:
         layers.append(read_toml(config_file))

@@ -323,6 +323,23 @@ def objective_short_keys(short: dict, job: PretrainConfig, train: TrainConfig, o
     return settings
 
 
+MOVED_TO_OBJECTIVE = ("format", "masking", "whole_word")  # [job] keys before objectives had their own settings
+
+
+def upgrade_saved(saved: dict) -> dict:
+    """A run directory's config.json from before objectives had settings -> today's sections: the masked LMs'
+    ``job.format`` / ``masking`` / ``whole_word`` go to [objective] when its objective takes them, else away (every
+    run saved them, GPT's too), so such a run still resumes."""
+    job = dict(saved.get("job", {}))
+    moved = {key: job.pop(key) for key in MOVED_TO_OBJECTIVE if key in job}
+    if not moved:
+        return saved
+    entry = registry.objectives().get(job.get("objective"))
+    fields = {f.name for f in dataclasses.fields(entry.config_class)} if entry and entry.config_class else set()
+    objective = {key: value for key, value in moved.items() if key in fields} | dict(saved.get("objective", {}))
+    return {**saved, "job": job, "objective": objective}
+
+
 def resolve(args) -> tuple[PretrainConfig, TrainConfig, dict, object]:
     """(job, train, model overrides, the objective's settings): defaults <- the resumed run's config <- the TOML
     file <- the command line."""
@@ -330,7 +347,7 @@ def resolve(args) -> tuple[PretrainConfig, TrainConfig, dict, object]:
     shorthands = {key: getattr(args, key) for key in SHORTHANDS}
     layer = command_line_layer(args.overrides, shorthands, job, train, objective_keys=True)
     short = layer.pop(SHORT)
-    job, train, open_sections = resolve_layers(job, train, args.resume, args.config, layer)
+    job, train, open_sections = resolve_layers(job, train, args.resume, args.config, layer, upgrade=upgrade_saved)
     get_model(job.model)  # an unknown model is the first thing to say
     objective = get_objective(job.objective, job.model)
     from_short = objective_short_keys(short, job, train, objective)
