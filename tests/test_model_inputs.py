@@ -122,3 +122,14 @@ def test_the_check_itself():
         check_token_ids(torch.tensor([[0, 9, 10]]), 9, name="ids")
     with pytest.raises(ValueError, match="must be integer token ids, got torch.bool"):
         check_token_ids(torch.ones(1, 2, dtype=torch.bool), V)
+
+
+def test_elmo_read_from_characters_checks_their_shape_and_the_mask():
+    torch.manual_seed(0)
+    model = MODELS["elmo"]().eval()
+    char_ids = torch.randint(1, 200, (2, 5, model.config.max_chars))
+    assert model.features(char_ids=char_ids, attention_mask=torch.ones(2, 5)).last_hidden_state.shape == (2, 5, 16)
+    with pytest.raises(ValueError, match=r"char_ids must be \(B, T, max_chars\), got shape \(5, 50\)"):
+        model.features(char_ids=char_ids[0])
+    with pytest.raises(ValueError, match=r"attention_mask \(2, 4\) must be \(B, T\) = \(2, 5\), the first two"):
+        model.features(char_ids=char_ids, attention_mask=torch.ones(2, 4))

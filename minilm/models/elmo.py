@@ -155,6 +155,13 @@ class ELMo(nn.Module):
             raise ValueError("pass either input_ids (B, T) or char_ids (B, T, max_chars)")
         if input_ids is not None:
             check_token_ids(input_ids, self.config.vocab_size, attention_mask)
+        elif char_ids.dim() != 3:
+            raise ValueError(f"char_ids must be (B, T, max_chars), got shape {tuple(char_ids.shape)}")
+        elif attention_mask is not None and attention_mask.shape != char_ids.shape[:2]:
+            raise ValueError(
+                f"attention_mask {tuple(attention_mask.shape)} must be (B, T) = {tuple(char_ids.shape[:2])}, the "
+                "first two dimensions of char_ids"
+            )
         T = (input_ids if input_ids is not None else char_ids).size(1)
         if self.config.max_len is not None and T > self.config.max_len:
             raise ValueError(f"sequence of {T} tokens is longer than the model's max_len={self.config.max_len}")
