@@ -7,6 +7,7 @@ CPU and ends with the validation perplexity, a generated sample and the run dire
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -129,14 +130,19 @@ def split_documents(docs, fraction: float) -> tuple[list, list]:
     return [d for d in train if d.paragraphs], [d for d in validation if d.paragraphs]
 
 
-def build_tokenizer(job: PretrainConfig, family: str, train_texts: list[str], run_dir: Path | None):
+def build_tokenizer(
+    job: PretrainConfig, family: str, train_texts: list[str], run_dir: Path | None, resume: bool = False
+):
+    """The run's tokenizer: a resumed run's own (``run_dir/tokenizer``); else one trained on ``train_texts`` and
+    saved there by the main process alone. Every process of a new run trains its own (training is reproducible
+    across processes) and never reads the folder, which the main process may be writing at that moment."""
     from minilm.tokenizers import Tokenizer, train_tokenizer
 
     saved = run_dir / "tokenizer" if run_dir is not None else None
-    if saved is not None and saved.exists():
+    if resume and saved is not None and saved.exists():
         return Tokenizer.load(saved)
     tokenizer = train_tokenizer(train_texts, family=family, vocab_size=job.vocab_size)
-    if saved is not None:
+    if saved is not None and os.environ.get("RANK", "0") == "0":
         saved.parent.mkdir(parents=True, exist_ok=True)
         tokenizer.save(saved)
     return tokenizer
@@ -198,7 +204,7 @@ def run(
     train_docs, val_docs = split_documents(docs, job.validation_fraction)
     if not train_docs:
         raise ConfigError(f"corpus {job.corpus!r} is empty: it holds no text to train on")
-    tokenizer = build_tokenizer(job, entry.tokenizer_family, [d.text for d in train_docs], run_dir)
+    tokenizer = build_tokenizer(job, entry.tokenizer_family, [d.text for d in train_docs], run_dir, bool(resume))
     try:
         train_examples, collate = objective.prepare(train_docs, tokenizer, job, settings)
         val_examples, val_collate = (None, None)
