@@ -26,6 +26,12 @@ from minilm.train.device import resolve_device
 # loading it back into a sharded model scatters them again. ``minilm.train.checkpoint`` calls these.
 
 
+def is_main_process() -> bool:
+    """Whether this is the process that writes a run's files (rank 0, or the only one); read from torchrun's
+    environment, so it answers before the process group exists (while a run directory and tokenizer are prepared)."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 def is_sharded(model: nn.Module) -> bool:
     """Whether FSDP (``fully_shard``) manages the model's parameters, on the model or a module around it (the
     Trainer's loss module): they are then DTensor shards of the full tensors."""

@@ -7,7 +7,6 @@ CPU and ends with the validation perplexity, a generated sample and the run dire
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import time
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from minilm.train.cli import (
 )
 from minilm.train.config import ConfigError
 from minilm.train.device import resolve_device
+from minilm.train.distributed import is_main_process
 from minilm.train.registry import (
     ObjectiveEntry,
     get_model,
@@ -142,7 +142,7 @@ def build_tokenizer(
     if resume and saved is not None and saved.exists():
         return Tokenizer.load(saved)
     tokenizer = train_tokenizer(train_texts, family=family, vocab_size=job.vocab_size)
-    if saved is not None and os.environ.get("RANK", "0") == "0":
+    if saved is not None and is_main_process():
         saved.parent.mkdir(parents=True, exist_ok=True)
         tokenizer.save(saved)
     return tokenizer

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from minilm.train.checkpoint import CHECKPOINTS
 from minilm.train.config import ConfigError
+from minilm.train.distributed import is_main_process
 
 
 @contextmanager
@@ -31,7 +32,7 @@ def new_run_dir(run_dir: str, overwrite: bool, prog: str) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        if os.environ.get("RANK", "0") == "0" and path.is_dir() and not (path / "config.json").exists():
+        if is_main_process() and path.is_dir() and not (path / "config.json").exists():
             for child in [path] if not existed else list(path.iterdir()):
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
         raise
@@ -44,7 +45,7 @@ def claim_run_dir(run_dir: str, overwrite: bool, prog: str) -> Path | None:
     claims it. ``prog`` is the command (``python -m minilm.train``) the message tells the user to resume with.
     """
     path = Path(run_dir)
-    if os.environ.get("RANK", "0") != "0" or not path.exists():
+    if not is_main_process() or not path.exists():
         return None
     if not path.is_dir():
         raise ConfigError(f"run_dir={run_dir} is a file, not a directory: choose another run_dir")
