@@ -151,14 +151,21 @@ class Pooler(nn.Module):
 
 
 class MaskedLMHead(nn.Module):
-    """decoder(LayerNorm(act(transform(h)))): ``decoder.weight`` is the token embedding; ``decoder.bias`` its own."""
+    """decoder(LayerNorm(act(transform(h)))): ``decoder.weight`` is the token embedding; ``decoder.bias`` its own.
 
-    def __init__(self, d_model: int, vocab_size: int, activation: str, norm_eps: float) -> None:
+    ``d_embedding``: the token embeddings' size when it is not ``d_model`` (ALBERT's factorized embedding, E): the
+    transform then maps H -> E, and the decoder E -> V.
+    """
+
+    def __init__(
+        self, d_model: int, vocab_size: int, activation: str, norm_eps: float, d_embedding: int | None = None
+    ) -> None:
         super().__init__()
-        self.transform = nn.Linear(d_model, d_model)
+        d_embedding = d_embedding or d_model
+        self.transform = nn.Linear(d_model, d_embedding)
         self.activation = ACTIVATIONS[activation]
-        self.norm = nn.LayerNorm(d_model, eps=norm_eps)
-        self.decoder = nn.Linear(d_model, vocab_size)  # weight tied by Bert
+        self.norm = nn.LayerNorm(d_embedding, eps=norm_eps)
+        self.decoder = nn.Linear(d_embedding, vocab_size)  # weight tied by Bert
 
     def forward(self, hidden: Tensor) -> Tensor:
         """(..., C) -> (..., V)."""
@@ -178,9 +185,20 @@ class Bert(PretrainedMixin, nn.Module):
         config.validate()
         self.config = config
         c = config
-        self.embedding = TransformerEmbedding(
+        self.embedding = self._embedding(c)
+        self.encoder = self._encoder(c)
+        self.pooler = Pooler(c.d_model) if c.pooler else None
+        self.mlm_head = self._mlm_head(c) if c.mlm else None
+        self.nsp_head = nn.Linear(c.d_model, 2) if c.nsp else None
+        self.apply(self._init_weights)
+        if self.mlm_head is not None:
+            self.mlm_head.decoder.weight = self.embedding.token.weight  # weight tying, as in BERT's code
+
+    # The parts a variant changes (ALBERT: a factorized embedding of size E, shared layers, an E-sized MLM head)
+    def _embedding(self, c: BertConfig, d_embedding: int | None = None) -> TransformerEmbedding:
+        return TransformerEmbedding(
             c.vocab_size,
-            c.d_model,
+            d_embedding or c.d_model,
             c.max_len,
             position="learned",
             n_segments=c.n_segments,
@@ -189,14 +207,14 @@ class Bert(PretrainedMixin, nn.Module):
             padding_idx=c.pad_id,
             position_offset=c.position_offset,
             norm_eps=c.norm_eps,
+            project_to=c.d_model if d_embedding else None,  # E -> H
         )
-        self.encoder = TransformerEncoder(c.block(), c.n_layers, final_norm=False)
-        self.pooler = Pooler(c.d_model) if c.pooler else None
-        self.mlm_head = MaskedLMHead(c.d_model, c.vocab_size, c.activation, c.norm_eps) if c.mlm else None
-        self.nsp_head = nn.Linear(c.d_model, 2) if c.nsp else None
-        self.apply(self._init_weights)
-        if self.mlm_head is not None:
-            self.mlm_head.decoder.weight = self.embedding.token.weight  # weight tying, as in BERT's code
+
+    def _encoder(self, c: BertConfig) -> TransformerEncoder:
+        return TransformerEncoder(c.block(), c.n_layers, final_norm=False)
+
+    def _mlm_head(self, c: BertConfig, d_embedding: int | None = None) -> MaskedLMHead:
+        return MaskedLMHead(c.d_model, c.vocab_size, c.activation, c.norm_eps, d_embedding)
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:

@@ -14,6 +14,7 @@ from .attention import (
     scaled_dot_product_attention_reference,
 )
 from .blocks import (
+    SHARING,
     BlockConfig,
     DecoderBlock,
     EncoderBlock,
@@ -21,6 +22,7 @@ from .blocks import (
     TransformerDecoder,
     TransformerEncoder,
     TransformerOutput,
+    check_sharing,
 )
 from .char_cnn import CharCNN, Highway, batch_to_char_ids, word_to_char_ids
 from .embeddings import (
@@ -37,6 +39,7 @@ from .scalar_mix import ScalarMix
 
 __all__ = [
     "ACTIVATIONS",
+    "SHARING",
     "BlockConfig",
     "CharCNN",
     "DecoderBlock",
@@ -58,6 +61,7 @@ __all__ = [
     "batch_to_char_ids",
     "causal_mask",
     "check_heads",
+    "check_sharing",
     "check_token_ids",
     "lstm_reference",
     "make_norm",

@@ -7,7 +7,8 @@ Each sublayer (attention or feed-forward) sits in a residual connection, in one 
 Submodule names (stable: checkpoint loaders rely on them)
     EncoderBlock:        self_attn, self_attn_norm, ffn, ffn_norm
     DecoderBlock:        self_attn, self_attn_norm, [cross_attn, cross_attn_norm], ffn, ffn_norm
-    TransformerEncoder / TransformerDecoder:  layers.{i}, final_norm (None unless asked for)
+    TransformerEncoder / TransformerDecoder:  layers.{i}, final_norm (None unless asked for); an encoder
+                         sharing whole blocks (ALBERT) holds one per group: layer i runs layers.{block_of[i]}
     inside attention:    q_proj, k_proj, v_proj, out_proj;  inside ffn: fc1, fc2 [, gate]
 Each ``*_norm`` belongs to its sublayer: before it in pre-LN, after the residual sum in post-LN.
 
@@ -185,11 +186,47 @@ class _Stack(nn.Module):
         return TransformerOutput(x, as_tuple(hidden_states), as_tuple(attentions), as_tuple(cross_attentions))
 
 
-class TransformerEncoder(_Stack):
-    """n_layers :class:`EncoderBlock` s [+ a final norm]."""
+SHARING = ("none", "all", "attention", "ffn")  # ALBERT's cross-layer parameter sharing (Table 4)
 
-    def __init__(self, cfg: BlockConfig, n_layers: int, final_norm: bool = False) -> None:
-        super().__init__(EncoderBlock, cfg, n_layers, final_norm)
+
+def check_sharing(sharing: str, n_layers: int, n_groups: int) -> None:
+    """A ValueError unless ``sharing`` is one of :data:`SHARING` and ``n_groups`` divides ``n_layers``."""
+    if sharing not in SHARING:
+        raise ValueError(f"unknown layer sharing {sharing!r}; choose one of {', '.join(SHARING)}")
+    if n_groups < 1 or n_layers % n_groups:
+        raise ValueError(
+            f"n_groups={n_groups} must divide n_layers={n_layers}: each group is run n_layers / n_groups times"
+        )
+    if sharing == "none" and n_groups != 1:
+        raise ValueError(f"sharing='none' gives every layer its own weights; n_groups={n_groups} needs 'all' etc.")
+
+
+class TransformerEncoder(_Stack):
+    """n_layers :class:`EncoderBlock` s [+ a final norm], their parameters optionally shared across layers.
+
+    ``sharing`` (ALBERT, Lan et al. 2020, §3.1 "Cross-layer parameter sharing"; Table 4's four settings):
+        "none"       every layer its own block (BERT)
+        "all"        the layers of a group run one block: ``layers`` holds n_groups blocks (ALBERT's default, one
+                     group: the same block applied n_layers times, as in Hugging Face's ``albert_layer_groups``)
+        "attention"  every layer its own block, but the self-attention (with its norm) is the group's first one
+        "ffn"        the same with the feed-forward sublayer
+    Layer i belongs to group i * n_groups // n_layers. Shared sublayers are one module under several names (like
+    tied weights): ``parameters()`` counts them once, the state dict lists every name.
+    """
+
+    def __init__(
+        self, cfg: BlockConfig, n_layers: int, final_norm: bool = False, sharing: str = "none", n_groups: int = 1
+    ) -> None:
+        check_sharing(sharing, n_layers, n_groups)
+        super().__init__(EncoderBlock, cfg, n_groups if sharing == "all" else n_layers, final_norm)
+        self.n_layers, self.sharing, self.n_groups = n_layers, sharing, n_groups
+        group = [i * n_groups // n_layers for i in range(n_layers)]
+        self.block_of = group if sharing == "all" else list(range(n_layers))  # layer i runs layers[block_of[i]]
+        shared = {"attention": ("self_attn", "self_attn_norm"), "ffn": ("ffn", "ffn_norm")}.get(sharing, ())
+        for i, block in enumerate(self.layers):
+            first = self.layers[group[i] * (n_layers // n_groups)]  # the group's first layer owns the sublayer
+            for name in shared:
+                setattr(block, name, getattr(first, name))
 
     def forward(
         self,
@@ -202,8 +239,8 @@ class TransformerEncoder(_Stack):
         """x (B, T, C) embeddings; mask e.g. ``padding_mask(attention_mask)``; bias shared by all layers."""
         hidden_states = [x] if output_hidden_states else None
         attentions = [] if output_attentions else None
-        for layer in self.layers:
-            out = layer(x, mask=mask, bias=bias, need_weights=output_attentions)
+        for index in self.block_of:
+            out = self.layers[index](x, mask=mask, bias=bias, need_weights=output_attentions)
             if output_attentions:
                 x, weights = out
                 attentions.append(weights)

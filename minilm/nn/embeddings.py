@@ -3,7 +3,8 @@
 Position modules take ``position_ids`` (any shape, usually (T,) or (B, T)) and return their vectors
 (``position_ids.shape + (d_model,)``); they raise a ``ValueError`` naming the lengths when a position is past
 ``max_len``. :class:`TransformerEmbedding` sums token + position (+ segment) embeddings. Its submodules are
-``token``, ``position`` (None without positions), ``segment`` (None without segments), ``norm`` (None without).
+``token``, ``position`` (None without positions), ``segment`` (None without segments), ``norm`` (None without),
+``projection`` (None without).
 """
 
 from __future__ import annotations
@@ -68,12 +69,17 @@ class LearnedPositionEmbedding(nn.Embedding):
 
 
 class TransformerEmbedding(nn.Module):
-    """x = token(ids) [* sqrt(d_model)] + position(pos) [+ segment(seg)], then optional LayerNorm and dropout.
+    """x = token(ids) [* sqrt(d_model)] + position(pos) [+ segment(seg)], then optional LayerNorm, dropout and
+    projection.
 
     ``position``: "learned", "sinusoidal" or None (T5: positions enter through an attention bias instead).
     ``n_segments`` > 0 adds segment (BERT's "token type") embeddings. ``norm`` adds a LayerNorm over the sum
     (BERT, BART's layernorm_embedding). ``scale_by_sqrt_d`` multiplies the token embeddings by sqrt(d_model), as
     in the original Transformer. ``padding_idx`` keeps that token's embedding at zero and out of training.
+
+    ``project_to`` factorizes the embedding as ALBERT does (Lan et al. 2020, §3.1): the vectors are of a small size
+    E = ``d_model`` and a Linear(E, H) maps them to the model's width H = ``project_to``, so the V×H table becomes
+    V×E + E×H parameters ("O(V × H) to O(V × E + E × H)"), E independent of H.
     """
 
     def __init__(
@@ -89,6 +95,7 @@ class TransformerEmbedding(nn.Module):
         padding_idx: int | None = None,
         position_offset: int = 0,
         norm_eps: float = 1e-5,
+        project_to: int | None = None,
     ) -> None:
         super().__init__()
         if position is not None and max_len is None:
@@ -106,6 +113,7 @@ class TransformerEmbedding(nn.Module):
         self.norm = nn.LayerNorm(d_model, eps=norm_eps) if norm else None
         self.dropout = nn.Dropout(dropout)
         self.token_scale = math.sqrt(d_model) if scale_by_sqrt_d else 1.0
+        self.projection = nn.Linear(d_model, project_to) if project_to is not None else None
 
     def forward(
         self,
@@ -114,7 +122,7 @@ class TransformerEmbedding(nn.Module):
         position_ids: Tensor | None = None,
         past_length: int = 0,
     ) -> Tensor:
-        """input_ids (B, T) -> (B, T, d_model).
+        """input_ids (B, T) -> (B, T, d_model), or (B, T, project_to) with a projection.
 
         ``position_ids`` (B, T) or (T,) default to past_length, ..., past_length + T - 1; pass ``past_length``
         = the number of positions already in the KV cache when decoding. ``segment_ids`` (B, T) default to 0.
@@ -128,4 +136,5 @@ class TransformerEmbedding(nn.Module):
             x = x + (self.segment(segment_ids) if segment_ids is not None else self.segment.weight[0])
         if self.norm is not None:
             x = self.norm(x)
-        return self.dropout(x)
+        x = self.dropout(x)
+        return self.projection(x) if self.projection is not None else x  # (B, T, E) -> (B, T, H)

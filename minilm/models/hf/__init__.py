@@ -6,9 +6,9 @@
 
 :mod:`.folder` reads and writes the files, :mod:`.convert` does what every family shares (config checks, name
 tables read both ways, tied weights, name and shape checks), and each family's module holds only its own facts:
-:mod:`.gpt2`, :mod:`.openai_gpt` (GPT-1), :mod:`.bert`, :mod:`.roberta`. A new family is a new module and an entry
-in :data:`CONVERTERS`. The converters import the model files, never the other way: model classes reach this
-package by name when called (:class:`minilm.models.pretrained.PretrainedMixin`).
+:mod:`.gpt2`, :mod:`.openai_gpt` (GPT-1), :mod:`.bert`, :mod:`.roberta`, :mod:`.albert`. A new family is a new
+module and an entry in :data:`CONVERTERS`. The converters import the model files, never the other way: model
+classes reach this package by name when called (:class:`minilm.models.pretrained.PretrainedMixin`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from minilm.files import CheckpointError
-from minilm.models.hf import bert, gpt2, openai_gpt, roberta
+from minilm.models.hf import albert, bert, gpt2, openai_gpt, roberta
 from minilm.models.hf.convert import Converter, check_model_type, load_converted, normalise, to_hf, to_minilm
 from minilm.models.hf.folder import (
     CONFIG_NAME,
@@ -35,7 +35,9 @@ from minilm.models.hf.folder import (
 from minilm.models.pretrained import check_vocabulary
 
 # model_type -> its converter
-CONVERTERS: dict[str, Converter] = {module.MODEL_TYPE: module.CONVERTER for module in (gpt2, openai_gpt, bert, roberta)}
+CONVERTERS: dict[str, Converter] = {
+    module.MODEL_TYPE: module.CONVERTER for module in (gpt2, openai_gpt, bert, roberta, albert)
+}
 
 __all__ = [
     "CONVERTERS",
@@ -51,10 +53,12 @@ __all__ = [
 
 
 def converter_for(config: Any) -> Converter:
-    """The converter of a minilm model config (its class and layout decide: GPT-1 or GPT-2, BERT or RoBERTa)."""
-    for converter in CONVERTERS.values():
-        if isinstance(config, converter.config_class) and converter.matches(config):
-            return converter
+    """The converter of a minilm model config: its class and layout decide (GPT-1 or GPT-2, BERT or RoBERTa), the
+    most specific class first (an AlbertConfig is a BertConfig, but saves as ALBERT)."""
+    mro = type(config).__mro__
+    candidates = [c for c in CONVERTERS.values() if isinstance(config, c.config_class) and c.matches(config)]
+    if candidates:
+        return min(candidates, key=lambda c: mro.index(c.config_class))
     supported = sorted({c.config_class.__name__ for c in CONVERTERS.values()})
     raise CheckpointError(
         f"minilm has no Hugging Face converter for a {type(config).__name__}; supported: {', '.join(supported)}"
@@ -87,7 +91,11 @@ def from_pretrained(
     folder = Path(path)
     source = str(folder)
     hf_config = read_config(folder)
-    converters = [c for c in CONVERTERS.values() if model_class is None or issubclass(model_class, c.model)]
+    converters = list(CONVERTERS.values())
+    if model_class is not None:  # the converters of the nearest class model_class derives from (Albert: not Bert's)
+        converters = [c for c in converters if issubclass(model_class, c.model)]
+        nearest = min((model_class.__mro__.index(c.model) for c in converters), default=0)
+        converters = [c for c in converters if model_class.__mro__.index(c.model) == nearest]
     check_model_type(hf_config, [c.model_type for c in converters], str(folder / CONFIG_NAME))
     converter = CONVERTERS[hf_config["model_type"]]
     config = converter.config_from_hf(hf_config, source=source, strict=strict)

@@ -74,14 +74,17 @@ FIELDS = ConfigFields(
 HF_DEFAULTS = dataclasses.asdict(BertConfig())
 
 
-def encoder_fields(hf: Mapping, fields: ConfigFields, pad_id: int, source: str, strict: bool) -> dict:
-    """Every :class:`BertConfig` field of a BERT-like transformers config; ``pad_id`` when it names none."""
+def encoder_fields(
+    hf: Mapping, fields: ConfigFields, pad_id: int, source: str, strict: bool, defaults: Mapping = HF_DEFAULTS
+) -> dict:
+    """Every :class:`BertConfig` field of a BERT-like transformers config; ``pad_id`` when it names none, and
+    ``defaults`` (transformers' defaults, under minilm's names) for the fields it leaves out."""
     missing = [key for key in (*REQUIRED, "max_position_embeddings") if key not in hf]
     if missing:
         model_type = fields.fixed["model_type"]
         raise CheckpointError(f"{source} lacks {', '.join(missing)}: it is not a complete {model_type} config")
-    values = {**HF_DEFAULTS, **fields.from_hf(hf, source, strict)}
-    act = hf.get("hidden_act", "gelu")
+    values = {**defaults, **fields.from_hf(hf, source, strict)}
+    act = hf.get("hidden_act", defaults["activation"])
     if act not in HF_ACTIVATIONS:
         raise CheckpointError(f"{source}: hidden_act {act!r} is not supported ({', '.join(HF_ACTIVATIONS)})")
     values.update(activation=HF_ACTIVATIONS[act], max_len=hf["max_position_embeddings"])
