@@ -82,10 +82,10 @@ def test_papers_sizes_and_table_4_sharing_counts():
     with torch.device("meta"):
         bert_base = n_parameters(Bert(BertConfig(vocab_size=30000, mlm=False, nsp=False)))
     shared = {}
-    for sharing in ("all", "attention", "ffn", "none"):
+    for share in ("all", "attention", "ffn", "none"):
         with torch.device("meta"):
-            model = Albert(albert_config("albert-base", embedding_size=768, sharing=sharing, mlm=False, sop=False))
-        shared[sharing] = n_parameters(model)
+            model = Albert(albert_config("albert-base", embedding_size=768, share=share, mlm=False, sop=False))
+        shared[share] = n_parameters(model)
     # Table 4 (E = 768): all-shared 31M, shared-attention 83M, shared-FFN 57M, not-shared 108M; the paper leaves the
     # pooler (0.6M) out. Not shared with E = H is BERT with one E x H projection more.
     pooler = 768 * 768 + 768
@@ -124,9 +124,9 @@ def test_all_shared_runs_one_block_per_group():
     _close(x, one.features(ids, mask, segments).last_hidden_state)
 
 
-@pytest.mark.parametrize("sharing, shared, own", [("attention", "self_attn", "ffn"), ("ffn", "ffn", "self_attn")])
-def test_partial_sharing_shares_one_sublayer_and_gradients_add_up(sharing, shared, own):
-    model = Albert(dataclasses.replace(TINY, sharing=sharing, n_groups=2))
+@pytest.mark.parametrize("share, shared, own", [("attention", "self_attn", "ffn"), ("ffn", "ffn", "self_attn")])
+def test_partial_sharing_shares_one_sublayer_and_gradients_add_up(share, shared, own):
+    model = Albert(dataclasses.replace(TINY, share=share, n_groups=2))
     layers = model.encoder.layers
     assert len(layers) == 4
     assert getattr(layers[1], shared) is getattr(layers[0], shared) and getattr(layers[3], shared) is getattr(
@@ -145,7 +145,7 @@ def test_partial_sharing_shares_one_sublayer_and_gradients_add_up(sharing, share
 
 def test_sharing_settings_change_the_model_and_none_is_bert_shaped():
     settings = ("all", "attention", "ffn", "none")
-    counts = {s: n_parameters(Albert(dataclasses.replace(TINY, sharing=s))) for s in settings}
+    counts = {s: n_parameters(Albert(dataclasses.replace(TINY, share=s))) for s in settings}
     assert counts["all"] < counts["attention"] < counts["none"] and counts["all"] < counts["ffn"] < counts["none"]
     block = 4 * (32 * 32 + 32) + 2 * 32 + (32 * 37 + 37) + (37 * 32 + 32) + 2 * 32
     assert counts["none"] - counts["all"] == 3 * block
@@ -156,7 +156,7 @@ def test_sharing_settings_change_the_model_and_none_is_bert_shaped():
 LAYOUTS = [  # (config, the transformers class it saves as)
     (TINY, "AlbertForPreTraining"),
     (dataclasses.replace(TINY, n_groups=2, sop=False, pooler=False), "AlbertForMaskedLM"),
-    (dataclasses.replace(TINY, sharing="none", mlm=False, sop=False, activation="gelu"), "AlbertModel"),
+    (dataclasses.replace(TINY, share="none", mlm=False, sop=False, activation="gelu"), "AlbertModel"),
 ]
 
 
@@ -229,9 +229,9 @@ def test_config_to_hf_and_back_and_defaults_are_transformers():
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (dict(sharing="some"), "unknown layer sharing 'some'; choose one of none, all, attention, ffn"),
+        (dict(share="some"), "unknown layer sharing share='some'; choose one of none, all, attention, ffn"),
         (dict(n_groups=3), "n_groups=3 must divide n_layers=4"),
-        (dict(sharing="none", n_groups=2), "sharing='none' gives every layer its own weights"),
+        (dict(share="none", n_groups=2), "share='none' gives every layer its own weights"),
         (dict(n_heads=5), "d_model=32 is not divisible by n_heads=5"),
         (dict(embedding_size=0), "embedding_size must be >= 1"),
         (dict(pooler=False), "sop=True needs pooler=True"),
@@ -243,8 +243,8 @@ def test_bad_configurations_are_clear_errors(overrides, message):
 
 
 def test_layouts_transformers_cannot_hold_are_refused(tmp_path):
-    with pytest.raises(CheckpointError, match="shares whole layers only: a model with sharing='attention'"):
-        Albert(dataclasses.replace(TINY, sharing="attention")).save_pretrained(tmp_path / "a")
+    with pytest.raises(CheckpointError, match="shares whole layers only: a model with share='attention'"):
+        Albert(dataclasses.replace(TINY, share="attention")).save_pretrained(tmp_path / "a")
     assert not (tmp_path / "a").exists()
     hf_config = hf_albert.config_to_hf(TINY) | {"inner_group_num": 2}
     with pytest.raises(CheckpointError, match="inner_group_num=2"):

@@ -12,7 +12,7 @@ The paper's three changes to BERT (§3.1), each an option of the shared building
    size E, and then project it to the hidden space. By using this decomposition, we reduce the embedding parameters
    from O(V × H) to O(V × E + E × H)" (``embedding_size``; :class:`minilm.nn.TransformerEmbedding`'s ``project_to``).
 2. **Cross-layer parameter sharing**: "The default decision for ALBERT is to share all parameters across layers"
-   (``sharing``: all / attention / ffn / none, Table 4; ``n_groups``: the layer groups of the reference code;
+   (``share``: all / attention / ffn / none, Table 4; ``n_groups``: the layer groups of the reference code;
    :class:`minilm.nn.TransformerEncoder`).
 3. **Inter-sentence coherence loss**: sentence-order prediction (SOP) replaces NSP
    (:mod:`minilm.objectives.sop`); its head reads the pooled output, as BERT's NSP head does.
@@ -38,7 +38,7 @@ class AlbertConfig(BertConfig):
 
     vocab_size: int = 30000  # SentencePiece vocabulary
     embedding_size: int = 128  # E: the token embeddings' size, projected to d_model (H) = 768
-    sharing: str = "all"  # cross-layer sharing: "all" (ALBERT), "attention", "ffn" or "none" (BERT)
+    share: str = "all"  # cross-layer sharing: "all" (ALBERT), "attention", "ffn" or "none" (BERT)
     n_groups: int = 1  # layer groups, each with its own weights (the reference code's num_hidden_groups)
     dropout: float = 0.0  # ALBERT v2 trains without dropout (v1: 0.1)
     attention_dropout: float = 0.0
@@ -49,7 +49,7 @@ class AlbertConfig(BertConfig):
 
     def validate(self) -> None:
         super().validate()
-        check_sharing(self.sharing, self.n_layers, self.n_groups)
+        check_sharing(self.share, self.n_layers, self.n_groups)
         if self.embedding_size < 1:
             raise ValueError(f"embedding_size must be >= 1, got {self.embedding_size} (ALBERT uses 128)")
         if self.sop and not self.pooler:
@@ -83,7 +83,7 @@ class Albert(Bert):
     their weights and a sentence-order-prediction head instead of NSP.
 
     Submodules: ``embedding`` (token, position, segment of size E, norm, ``projection`` E -> H), ``encoder``
-    (``layers``: one block per group with ``sharing="all"``), ``pooler``, ``mlm_head`` (H -> E -> V, decoder tied
+    (``layers``: one block per group with ``share="all"``), ``pooler``, ``mlm_head`` (H -> E -> V, decoder tied
     to ``embedding.token``), ``sop_head`` (or None).
     """
 
@@ -97,7 +97,7 @@ class Albert(Bert):
         return super()._embedding(c, d_embedding=c.embedding_size)  # V×E + E×H instead of V×H
 
     def _encoder(self, c: AlbertConfig) -> TransformerEncoder:
-        return TransformerEncoder(c.block(), c.n_layers, final_norm=False, sharing=c.sharing, n_groups=c.n_groups)
+        return TransformerEncoder(c.block(), c.n_layers, final_norm=False, share=c.share, n_groups=c.n_groups)
 
     def _mlm_head(self, c: AlbertConfig, d_embedding: int | None = None) -> MaskedLMHead:
         return super()._mlm_head(c, d_embedding=c.embedding_size)  # H -> E, then the tied E -> V decoder

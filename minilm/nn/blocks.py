@@ -189,22 +189,22 @@ class _Stack(nn.Module):
 SHARING = ("none", "all", "attention", "ffn")  # ALBERT's cross-layer parameter sharing (Table 4)
 
 
-def check_sharing(sharing: str, n_layers: int, n_groups: int) -> None:
-    """A ValueError unless ``sharing`` is one of :data:`SHARING` and ``n_groups`` divides ``n_layers``."""
-    if sharing not in SHARING:
-        raise ValueError(f"unknown layer sharing {sharing!r}; choose one of {', '.join(SHARING)}")
+def check_sharing(share: str, n_layers: int, n_groups: int) -> None:
+    """A ValueError unless ``share`` is one of :data:`SHARING` and ``n_groups`` divides ``n_layers``."""
+    if share not in SHARING:
+        raise ValueError(f"unknown layer sharing share={share!r}; choose one of {', '.join(SHARING)}")
     if n_groups < 1 or n_layers % n_groups:
         raise ValueError(
             f"n_groups={n_groups} must divide n_layers={n_layers}: each group is run n_layers / n_groups times"
         )
-    if sharing == "none" and n_groups != 1:
-        raise ValueError(f"sharing='none' gives every layer its own weights; n_groups={n_groups} needs 'all' etc.")
+    if share == "none" and n_groups != 1:
+        raise ValueError(f"share='none' gives every layer its own weights; n_groups={n_groups} needs 'all' etc.")
 
 
 class TransformerEncoder(_Stack):
     """n_layers :class:`EncoderBlock` s [+ a final norm], their parameters optionally shared across layers.
 
-    ``sharing`` (ALBERT, Lan et al. 2020, §3.1 "Cross-layer parameter sharing"; Table 4's four settings):
+    ``share`` (ALBERT, Lan et al. 2020, §3.1 "Cross-layer parameter sharing"; Table 4's four settings):
         "none"       every layer its own block (BERT)
         "all"        the layers of a group run one block: ``layers`` holds n_groups blocks (ALBERT's default, one
                      group: the same block applied n_layers times, as in Hugging Face's ``albert_layer_groups``)
@@ -215,14 +215,14 @@ class TransformerEncoder(_Stack):
     """
 
     def __init__(
-        self, cfg: BlockConfig, n_layers: int, final_norm: bool = False, sharing: str = "none", n_groups: int = 1
+        self, cfg: BlockConfig, n_layers: int, final_norm: bool = False, share: str = "none", n_groups: int = 1
     ) -> None:
-        check_sharing(sharing, n_layers, n_groups)
-        super().__init__(EncoderBlock, cfg, n_groups if sharing == "all" else n_layers, final_norm)
-        self.n_layers, self.sharing, self.n_groups = n_layers, sharing, n_groups
+        check_sharing(share, n_layers, n_groups)
+        super().__init__(EncoderBlock, cfg, n_groups if share == "all" else n_layers, final_norm)
+        self.n_layers, self.share, self.n_groups = n_layers, share, n_groups
         group = [i * n_groups // n_layers for i in range(n_layers)]
-        self.block_of = group if sharing == "all" else list(range(n_layers))  # layer i runs layers[block_of[i]]
-        shared = {"attention": ("self_attn", "self_attn_norm"), "ffn": ("ffn", "ffn_norm")}.get(sharing, ())
+        self.block_of = group if share == "all" else list(range(n_layers))  # layer i runs layers[block_of[i]]
+        shared = {"attention": ("self_attn", "self_attn_norm"), "ffn": ("ffn", "ffn_norm")}.get(share, ())
         for i, block in enumerate(self.layers):
             first = self.layers[group[i] * (n_layers // n_groups)]  # the group's first layer owns the sublayer
             for name in shared:

@@ -14,7 +14,7 @@ Names, without the ``albert.`` prefix (present when a head class saved the file)
     sop_classifier.classifier                                    -> sop_head
 
 transformers' ALBERT shares whole layers (``num_hidden_groups`` groups, each run num_hidden_layers / groups times):
-minilm's ``sharing="all"`` with ``n_groups`` groups, or ``"none"`` as one group per layer. Sharing only the
+minilm's ``share="all"`` with ``n_groups`` groups, or ``"none"`` as one group per layer. Sharing only the
 attention or only the feed-forward (Table 4's middle rows) has no transformers layout, and neither has a group of
 several different layers (``inner_group_num`` > 1, which no released checkpoint uses): both are refused.
 """
@@ -58,21 +58,21 @@ def config_from_hf(hf: Mapping, source: str = "config.json", strict: bool = True
     if n_groups < 1 or values["n_layers"] % n_groups:
         raise CheckpointError(f"{source}: num_hidden_groups={n_groups} does not divide {values['n_layers']} layers")
     if n_groups == values["n_layers"] > 1:  # every layer its own group: nothing is shared
-        return AlbertConfig(**{**values, "sharing": "none", "n_groups": 1, "nsp": False})
-    return AlbertConfig(**{**values, "sharing": "all", "n_groups": n_groups, "nsp": False})
+        return AlbertConfig(**{**values, "share": "none", "n_groups": 1, "nsp": False})
+    return AlbertConfig(**{**values, "share": "all", "n_groups": n_groups, "nsp": False})
 
 
 def config_to_hf(config: AlbertConfig) -> dict:
     """:class:`AlbertConfig` -> a transformers ``AlbertConfig`` dict."""
-    if config.sharing not in ("all", "none"):
+    if config.share not in ("all", "none"):
         raise CheckpointError(
-            f"transformers' ALBERT shares whole layers only: a model with sharing={config.sharing!r} has no "
-            "Hugging Face layout (save it with minilm's own checkpoints, or train with sharing='all' or 'none')"
+            f"transformers' ALBERT shares whole layers only: a model with share={config.share!r} has no "
+            "Hugging Face layout (save it with minilm's own checkpoints, or train with share='all' or 'none')"
         )
     if config.nsp or config.position_offset:
         raise CheckpointError("transformers' ALBERT has BERT's positions and no NSP head (use sop=True)")
     hf = bert.encoder_to_hf(config, FIELDS)
-    hf["num_hidden_groups"] = config.n_groups if config.sharing == "all" else config.n_layers
+    hf["num_hidden_groups"] = config.n_groups if config.share == "all" else config.n_layers
     return hf
 
 
@@ -85,7 +85,7 @@ def names(config: AlbertConfig) -> list[Rename]:
         *module("embedding.norm", "embeddings.LayerNorm"),
         *module("embedding.projection", "encoder.embedding_hidden_mapping_in"),
     ]
-    n_blocks = config.n_groups if config.sharing == "all" else config.n_layers
+    n_blocks = config.n_groups if config.share == "all" else config.n_layers
     for g in range(n_blocks):
         ours, theirs = f"encoder.layers.{g}.", f"encoder.albert_layer_groups.{g}.albert_layers.0."
         for our_module, their_module in [
