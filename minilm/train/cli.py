@@ -4,7 +4,8 @@ Settings come in layers, later ones winning: the dataclass defaults, a resumed r
 (``[job]``, ``[train]``, ``[model]``, ``[objective]``), then the command line (``key=value``, ``model.key=value``,
 ``objective.key=value`` and shorthands such as ``--task X``). A short ``key=value`` goes to the section that has the
 key: [job] or [train] (``seed`` is in both and sets both), or the objective's settings, which are known once the
-objective is; a key both the run and the objective have is ambiguous and must be written with its section.
+objective is, or else (pretraining) the model's config (``share=all``, ``n_layers=6``); a key both the run and the
+objective have, or both the objective and the model, is ambiguous and must be written with its section.
 ``--help`` lists every key with the comment written beside its field in the source.
 """
 

@@ -152,9 +152,12 @@ def build_tokenizer(
 
 
 def job_model_config(job: PretrainConfig, model_overrides: dict, vocab_size: int, settings: dict):
-    """The job's model config (``settings``: what the objective needs of it, e.g. an NSP head, applied last), checked
-    to take the job's sequences."""
-    config = model_config(get_model(job.model), job.size, vocab_size, {**model_overrides, **settings})
+    """The job's model config (``settings``: what the objective needs of a model with those fields, e.g. an NSP head,
+    applied last), checked to take the job's sequences."""
+    entry = get_model(job.model)
+    fields = {f.name for f in dataclasses.fields(entry.config_class)}
+    needs = {key: value for key, value in settings.items() if key in fields}  # BERT has no SOP head to turn off
+    config = model_config(entry, job.size, vocab_size, {**model_overrides, **needs})
     max_len = getattr(config, "max_len", None)
     if max_len is not None and job.seq_len > max_len:
         raise ConfigError(
@@ -300,18 +303,24 @@ def parse_args(argv: list[str] | None):
     )
 
 
-def objective_short_keys(short: dict, job: PretrainConfig, train: TrainConfig, objective: ObjectiveEntry) -> dict:
-    """The objective's settings among the command line's short keys (``format=segment_pair``).
+def short_keys(
+    short: dict, job: PretrainConfig, train: TrainConfig, objective: ObjectiveEntry, model_fields: set[str]
+) -> tuple[dict, dict]:
+    """The objective's settings and the model's among the command line's short keys (``format=segment_pair``,
+    ``share=all``): (objective settings, model overrides).
 
-    A key of the objective's settings that [job] or [train] has too is ambiguous (write it with its section); a key
-    neither the run nor the objective has is unknown, and the message names the objectives that do have it.
+    [job] and [train] come first, then the objective's settings, then the model's config (``model_fields``). A key
+    of the objective's settings that [job] or [train] has too is ambiguous (write it with its section), as is a key
+    both the objective and the model have; a key none has is unknown, and the message names the objectives that do
+    have it.
     """
     run_keys = {f.name for f in dataclasses.fields(job)} | {f.name for f in dataclasses.fields(train)}
     keys = objective_keys(objective)
-    settings = {}
+    settings, model = {}, {}
     for key, value in short.items():
-        if key in keys and key in run_keys:
+        if key in keys and (key in run_keys or key in model_fields):
             sections = [name for name, config in (("job", job), ("train", train)) if hasattr(config, key)]
+            sections += ["model"] if key in model_fields and not sections else []
             spellings = " or ".join(f"{section}.{key}={value}" for section in [*sections, "objective"])
             raise ConfigError(
                 f"key {key!r} is ambiguous: {objective.name}'s settings and [{']['.join(sections)}] have it; "
@@ -319,14 +328,16 @@ def objective_short_keys(short: dict, job: PretrainConfig, train: TrainConfig, o
             )
         if key in keys:
             settings[key] = value
+        elif key in model_fields and key not in run_keys:
+            model[key] = value
         elif key not in run_keys:
             owners = objectives_with_key(key)
             if owners:
                 takes = f"its settings: {', '.join(keys)}" if keys else "it takes no settings"
                 whose = f"objective {', '.join(owners)}, not of {objective.name} ({takes})"
                 raise ConfigError(f"{key}= is a setting of {whose}")
-            raise unknown_key(key, run_keys | set(keys))
-    return settings
+            raise unknown_key(key, run_keys | set(keys) | model_fields)
+    return settings, model
 
 
 MOVED_TO_OBJECTIVE = ("format", "masking", "whole_word")  # [job] keys before objectives had their own settings
@@ -354,13 +365,14 @@ def resolve(args) -> tuple[PretrainConfig, TrainConfig, dict, object]:
     layer = command_line_layer(args.overrides, shorthands, job, train, objective_keys=True)
     short = layer.pop(SHORT)
     job, train, open_sections = resolve_layers(job, train, args.resume, args.config, layer, upgrade=upgrade_saved)
-    get_model(job.model)  # an unknown model is the first thing to say
+    model = get_model(job.model)  # an unknown model is the first thing to say
     objective = get_objective(job.objective, job.model)
-    from_short = objective_short_keys(short, job, train, objective)
+    model_fields = {f.name for f in dataclasses.fields(model.config_class)}
+    from_short, model_short = short_keys(short, job, train, objective, model_fields)
     settings = objective_config(objective, {**open_sections["objective"], **from_short})
     if not train.run_dir:
         train = dataclasses.replace(train, run_dir=f"runs/{job.model}-{job.objective}-{time.strftime('%Y%m%d-%H%M%S')}")
-    return job, train, open_sections["model"], settings
+    return job, train, {**open_sections["model"], **model_short}, settings
 
 
 def main(argv: list[str] | None = None) -> int:
