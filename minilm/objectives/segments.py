@@ -131,9 +131,10 @@ def segment_pairs(
     For each document: sentences accumulate into a chunk until it reaches the target length (``budget``; with
     probability ``short_seq_prob`` a random length in [2, budget] instead, so the model also sees short inputs as in
     fine-tuning). A is the chunk's first ``a_end`` sentences, ``a_end`` uniform in [1, len(chunk) - 1].
-    ``make_pair(index, chunk, a_end, target)`` decides A, B and the label (the objective's part: NSP's next or
-    random B) and how many of the chunk's sentences it used; the unused ones are read again. A and B are truncated
-    longest-first (from the front or back at random) to fit ``budget``; the label goes under ``label_key``.
+    ``make_pair(index, chunk, a_end, target)`` decides the two segments and the label (the objective's part: NSP's
+    next or random B, SOP's order) and how many of the chunk's sentences it used; the unused ones are read again.
+    The segments are truncated longest-first (from the front or back at random) to fit ``budget``; the label goes
+    under ``label_key``.
     Random numbers come from ``rng``, in a fixed order.
     """
     if not 0.0 <= short_seq_prob <= 1.0:

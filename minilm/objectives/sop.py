@@ -6,7 +6,7 @@ it "uses as positive examples the same technique as BERT (two consecutive segmen
 negative examples the same two consecutive segments but with their order swapped". The model classifies the [CLS]
 vector:
 
-    L_SOP(θ) = -1/B Σ_b log P_θ(y_b | [CLS] X_b [SEP] Y_b [SEP]),   y = 0 (X, Y = A, B: in order) or 1 (Y, X swapped)
+    L_SOP(θ) = -1/B Σ_b log P_θ(y_b | [CLS] X_b [SEP] Y_b [SEP]),   y = 0 if (X, Y) = (A, B), 1 if (X, Y) = (B, A)
 
 Labels as Hugging Face's ``AlbertForPreTraining`` reads them: ``sentence_order_label`` 0 = original order (A then
 B), 1 = switched (B then A). :func:`sop_pairs` cuts BERT's segment pairs (ALBERT's inputs), :func:`sop_sentence_pairs`
