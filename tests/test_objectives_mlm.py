@@ -16,6 +16,7 @@ from minilm.objectives.mlm import (
     mask_tokens,
     masked_positions,
     mlm_loss,
+    ngram_spans,
     pad_batch,
     word_ids_from_encoding,
     word_ids_from_starts,
@@ -199,6 +200,170 @@ def test_word_ids_from_wordpiece_and_byte_level_markers(bert_tokenizer):
     assert any(t.startswith("##") for t in bert_tokenizer.tokenize("the unbelievably tabled gardeners"))
     # [CLS] a [SEP] b ##c d [SEP]: B's words are numbered after A's
     assert from_encoding[1].tolist()[:7] == [-1, 0, -1, 1, 1, 2, -1]
+
+
+# ---------------------------------------------------------------------------------------------- n-grams
+
+
+def bert_masking_before_ngrams(ids, special, word_ids, generator):
+    """mask_tokens as it was before n-gram masking (defaults, ``special_ids=SPECIAL``): the ngram=1 oracle."""
+    if word_ids is None:
+        selected = torch.rand(ids.shape, generator=generator) < 0.15
+    else:
+        word_selected = torch.rand(ids.shape[0], int(word_ids.max()) + 1, generator=generator) < 0.15
+        selected = word_selected.gather(1, word_ids.clamp(min=0)) & (word_ids >= 0)
+    selected &= ~special
+    u = torch.rand(ids.shape, generator=generator)
+    candidates = torch.arange(len(SPECIAL), V)  # every id but the special ones ([MASK] included)
+    random_ids = candidates[torch.randint(len(candidates), ids.shape, generator=generator)]
+    corrupted = torch.where(selected & (u < 0.8), MASK, ids)
+    corrupted = torch.where(selected & (u >= 0.8) & (u < 0.9), random_ids, corrupted)
+    return corrupted, torch.where(selected, ids, -100)
+
+
+@pytest.mark.parametrize("whole_word", [False, True])
+def test_ngram_1_is_the_masking_from_before(whole_word):
+    ids, special = make_batch(b=32, t=128)
+    words = make_word_ids(special) if whole_word else None
+    run = lambda **kw: mask_tokens(
+        ids, special, MASK, V, word_ids=words, generator=torch.Generator().manual_seed(4), special_ids=SPECIAL, **kw
+    )
+    expected = bert_masking_before_ngrams(ids, special, words, torch.Generator().manual_seed(4))
+    for corrupted, labels in (run(), run(ngram=1)):
+        assert torch.equal(corrupted, expected[0]) and torch.equal(labels, expected[1])
+
+
+def span_table(spans, words):
+    """For each selected span (row, span id): its token positions and the words they belong to, in order."""
+    table = {}
+    for row, (span_row, word_row) in enumerate(zip(spans.tolist(), words.tolist(), strict=True)):
+        for position, (span, word) in enumerate(zip(span_row, word_row, strict=True)):
+            if span >= 0:
+                table.setdefault((row, span), []).append((position, word))
+    return table
+
+
+def assert_whole_word_spans(spans, words, special):
+    """Spans are runs of consecutive positions holding whole, consecutive words; never a special token."""
+    assert not (spans[special] >= 0).any() and not (spans[words < 0] >= 0).any()
+    word_positions = {}  # (row, word) -> its positions
+    for row, word_row in enumerate(words.tolist()):
+        for position, word in enumerate(word_row):
+            word_positions.setdefault((row, word), []).append(position)
+    for (row, _), members in span_table(spans, words).items():
+        positions, span_words = [p for p, _ in members], sorted({w for _, w in members})
+        assert positions == list(range(positions[0], positions[-1] + 1))  # contiguous: nothing (no [SEP]) between
+        assert span_words == list(range(span_words[0], span_words[-1] + 1))
+        assert sum((word_positions[row, w] for w in span_words), []) == positions  # whole words, nothing else
+
+
+def ngram_length_counts(spans, words, ngram):
+    counts = [0] * ngram
+    for members in span_table(spans, words).values():
+        counts[len({w for _, w in members}) - 1] += 1
+    return counts
+
+
+def p_ngram(ngram):
+    weights = [1 / n for n in range(1, ngram + 1)]
+    return [w / sum(weights) for w in weights]
+
+
+def test_ngram_lengths_follow_one_over_n():
+    """ALBERT's p(n) = (1/n) / Σ_k 1/k, n = 1..3: 6/11, 3/11, 2/11 (chi-square; a 1/2/3 uniform split, or ALBERT's
+    own realised 58/26/16%, would be rejected at this size)."""
+    from scipy.stats import chisquare
+
+    ids, special = make_batch(b=96, t=512, seed=3)
+    words = make_word_ids(special, seed=3)
+    spans = ngram_spans(special, 0.5, 3, words, torch.Generator().manual_seed(0))
+    assert_whole_word_spans(spans, words, special)
+    counts = ngram_length_counts(spans, words, 3)
+    n = sum(counts)
+    assert n > 3000
+    assert chisquare(counts, [n * p for p in p_ngram(3)]).pvalue > 1e-3
+    assert chisquare(counts, [n * p for p in (0.58, 0.26, 0.16)]).pvalue < 1e-3
+    assert chisquare(counts, [n / 3] * 3).pvalue < 1e-6
+
+    # without word ids every token is a word; ngram=5 spans 1..5 tokens
+    spans = ngram_spans(special, 0.5, 5, generator=torch.Generator().manual_seed(1))
+    token_words = torch.arange(512).expand(96, -1).masked_fill(special, -1)
+    assert_whole_word_spans(spans, token_words, special)
+    counts = ngram_length_counts(spans, token_words, 5)
+    assert chisquare(counts, [sum(counts) * p for p in p_ngram(5)]).pvalue > 1e-3
+
+
+def test_ngram_masking_selects_mask_prob_of_the_tokens():
+    ids, special = make_batch(b=128, t=256, seed=5)
+    words = make_word_ids(special, seed=5)
+    for word_ids in (words, None):
+        corrupted, labels = mask_tokens(
+            ids, special, MASK, V, word_ids=word_ids, ngram=3, generator=torch.Generator().manual_seed(2)
+        )
+        selected = labels != -100
+        spans = ngram_spans(special, 0.15, 3, word_ids, torch.Generator().manual_seed(2))
+        assert torch.equal(selected, spans >= 0)  # mask_tokens selects with ngram_spans, then draws 80/10/10
+        # each span is selected with probability 0.15, so each token is: the count is a sum over spans
+        # (Var = 0.85 * 0.15 * Σ_all spans len², estimated by 0.85 * Σ_selected spans len²)
+        sizes = torch.tensor([len(tokens) for tokens in span_table(spans, spans).values()])
+        expected, sd = 0.15 * int((~special).sum()), math.sqrt(0.85 * float((sizes.float() ** 2).sum()))
+        assert abs(int(selected.sum()) - expected) < 4 * sd, (int(selected.sum()), expected, sd)
+        assert_binomial((selected & (corrupted == MASK)).sum(), selected.sum(), 0.8)  # 80/10/10 per token
+        assert torch.equal(labels[selected], ids[selected]) and torch.equal(corrupted[~selected], ids[~selected])
+    spans = ngram_spans(special, 1.0, 3, words)
+    assert ((spans >= 0) == (words >= 0)).all()  # mask_prob=1: every word
+    assert (ngram_spans(special, 0.0, 3, words) == -1).all()
+
+
+def test_ngrams_never_cross_special_tokens_or_tokens_of_no_word():
+    """Rows [CLS] A [SEP] B [SEP] [PAD]..., words numbered across the inner [SEP], some tokens of no word."""
+    ids, special = make_batch(b=64, t=96, seed=7)
+    middle = 20
+    special[:, middle] = True
+    ids[:, middle] = SEP
+    words = make_word_ids(special, seed=7)
+    words[:, 40:43] = -1  # no word: never selected, and a span does not run over them
+    spans = ngram_spans(special, 0.6, 3, words, torch.Generator().manual_seed(0))
+    assert_whole_word_spans(spans, words, special)
+    assert (spans[:, middle] == -1).all() and (spans[:, 40:43] == -1).all()
+    assert (spans[:, middle - 1] >= 0).any() and (spans[:, middle + 1] >= 0).any()  # spans do end and start there
+
+
+def test_ngram_option_validation_and_config():
+    ids, special = make_batch(b=4, t=32)
+    for bad in (0, -2, 1.5, True, "3"):
+        with pytest.raises(ValueError, match="ngram=.* must be a whole number >= 1"):
+            mask_tokens(ids, special, MASK, V, ngram=bad)
+        with pytest.raises(ValueError, match="ngram"):
+            MaskingConfig(MASK, V, PAD, ngram=bad)
+    with pytest.raises(ValueError, match="word_ids"):
+        ngram_spans(special, 0.15, 3, make_word_ids(special)[:, :-1])
+
+    examples = make_examples()
+    albert = MaskingConfig(MASK, V, PAD, SPECIAL, mask_prob=0.5, whole_word=True, ngram=3)
+    batch = DynamicMasking(albert, seed=0)(examples)
+    padded = pad_batch(examples, PAD)
+    spans = ngram_spans(padded["special_tokens_mask"], 0.5, 3, padded["word_ids"], torch.Generator().manual_seed(0))
+    assert torch.equal(batch["labels"] != -100, spans >= 0)  # whole_word=True: n-grams of the examples' words
+    assert_whole_word_spans(spans, padded["word_ids"], padded["special_tokens_mask"])
+    by_token = DynamicMasking(MaskingConfig(MASK, V, PAD, SPECIAL, mask_prob=0.5, ngram=3), seed=0)(examples)
+    spans = ngram_spans(padded["special_tokens_mask"], 0.5, 3, None, torch.Generator().manual_seed(0))
+    assert torch.equal(by_token["labels"] != -100, spans >= 0)  # whole_word=False: n-grams of tokens
+    static = StaticMaskedDataset(examples, albert, n_duplicates=2, seed=0)
+    assert all(((item["labels"] != -100) <= ~item["special_tokens_mask"]).all() for item in static)
+
+
+def test_ngram_masking_is_fast_enough_for_a_collate_function():
+    import time
+
+    ids, special = make_batch(b=32, t=512)
+    words = make_word_ids(special)
+    g = torch.Generator().manual_seed(0)
+    mask_tokens(ids, special, MASK, V, word_ids=words, ngram=3, generator=g)
+    start = time.perf_counter()
+    for _ in range(10):
+        mask_tokens(ids, special, MASK, V, word_ids=words, ngram=3, generator=g)
+    assert (time.perf_counter() - start) / 10 < 0.05  # ~3 ms on one thread; generous on a busy machine
 
 
 # ---------------------------------------------------------------------------------------------- loss

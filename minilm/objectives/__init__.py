@@ -1,10 +1,20 @@
 """Pretraining objectives as pure functions: corrupt a batch, compute a loss, build inputs from documents. No model
-knowledge. Modules: ``causal_lm``, ``bilm``, ``mlm``, ``nsp``; ``segments`` (templates and segment pairs, shared by
-pair objectives), ``formats`` (RoBERTa's input formats), ``labels`` (the ignored label)."""
+knowledge. Modules: ``causal_lm``, ``bilm``, ``mlm``, ``nsp``, ``sop``; ``segments`` (templates, segment and
+sentence pairs and their classifier's loss, shared by pair objectives), ``formats`` (RoBERTa's input formats, with
+NSP or SOP labels), ``labels`` (the ignored label)."""
 
 from .bilm import bilm_loss
 from .causal_lm import causal_lm_loss, language_model_blocks
-from .formats import FORMATS, doc_sentences, full_sentences, make_examples, segment_pair, tokenize_documents
+from .formats import (
+    FORMATS,
+    PAIR_FORMATS,
+    PAIR_OBJECTIVES,
+    doc_sentences,
+    full_sentences,
+    make_examples,
+    segment_pair,
+    tokenize_documents,
+)
 from .labels import IGNORE_INDEX
 from .mlm import (
     DynamicMasking,
@@ -14,18 +24,24 @@ from .mlm import (
     mask_tokens,
     masked_positions,
     mlm_loss,
+    ngram_spans,
     pad_batch,
     word_ids_from_encoding,
     word_ids_from_starts,
 )
 from .nsp import IS_NEXT, NOT_NEXT, nsp_loss, nsp_pairs, sentence_pair
-from .segments import Template, segment_pairs, truncate_pair
+from .segments import Template, pair_classifier_loss, random_segment, segment_pairs, sentence_pairs, truncate_pair
+from .sop import IN_ORDER, SWAPPED, sop_loss, sop_pairs, sop_sentence_pairs
 
 __all__ = [
     "FORMATS",
     "IGNORE_INDEX",
+    "IN_ORDER",
     "IS_NEXT",
     "NOT_NEXT",
+    "PAIR_FORMATS",
+    "PAIR_OBJECTIVES",
+    "SWAPPED",
     "DynamicMasking",
     "MaskingConfig",
     "StaticMaskedDataset",
@@ -40,12 +56,19 @@ __all__ = [
     "mask_tokens",
     "masked_positions",
     "mlm_loss",
+    "ngram_spans",
     "nsp_loss",
     "nsp_pairs",
     "pad_batch",
+    "pair_classifier_loss",
+    "random_segment",
     "segment_pair",
     "segment_pairs",
     "sentence_pair",
+    "sentence_pairs",
+    "sop_loss",
+    "sop_pairs",
+    "sop_sentence_pairs",
     "tokenize_documents",
     "truncate_pair",
     "word_ids_from_encoding",

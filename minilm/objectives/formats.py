@@ -22,9 +22,13 @@ doc_sentences      "DOC-SENTENCES: Inputs are constructed similarly to FULL-SENT
 RoBERTa found DOC-SENTENCES slightly best and kept FULL-SENTENCES (fixed batch sizes are simpler); both beat the
 pair formats, and dropping NSP matched or improved downstream results.
 
+The pair formats serve either pair objective (``PAIR_OBJECTIVES``): with ``pair_objective="sop"``, the same
+pairs are labelled for ALBERT's sentence-order prediction (:mod:`minilm.objectives.sop`) instead of NSP, e.g.
+``make_examples("segment_pair", docs, tok, 512, pair_objective="sop")`` for ALBERT's inputs.
+
 An example is a dict of 1-D tensors ``input_ids``, ``token_type_ids``, ``special_tokens_mask`` (bool), ``word_ids``
-(-1 at special tokens) and, for the pair formats, a scalar ``next_sentence_label``; the special tokens go where the
-tokenizer's :class:`~minilm.objectives.segments.Template` puts them.
+(-1 at special tokens) and, for the pair formats, a scalar ``next_sentence_label`` (NSP) or ``sentence_order_label``
+(SOP); the special tokens go where the tokenizer's :class:`~minilm.objectives.segments.Template` puts them.
 """
 
 from __future__ import annotations
@@ -34,9 +38,11 @@ from collections.abc import Sequence
 from minilm.objectives.mlm import is_word_start, word_ids_from_starts
 from minilm.objectives.nsp import nsp_pairs, sentence_pair
 from minilm.objectives.segments import Doc, Template, non_empty
+from minilm.objectives.sop import sop_pairs, sop_sentence_pairs
 
 FORMATS = ("segment_pair", "sentence_pair", "full_sentences", "doc_sentences")
-PAIR_FORMATS = ("segment_pair", "sentence_pair")  # the formats with a next_sentence_label
+PAIR_FORMATS = ("segment_pair", "sentence_pair")  # the formats with a pair label (NSP's or SOP's)
+PAIR_OBJECTIVES = ("nsp", "sop")  # the labels of a pair format: next sentence or sentence order
 
 
 def segment_pair(documents: Sequence[Doc], max_tokens: int, template: Template, seed: int = 0, **options) -> list[dict]:
@@ -68,6 +74,7 @@ def make_examples(
     seed: int = 0,
     short_seq_prob: float = 0.1,
     word_ids: bool = True,
+    pair_objective: str | None = None,
 ) -> list[dict]:
     """Examples in one of RoBERTa's input formats (``FORMATS``) from documents and a tokenizer.
 
@@ -76,16 +83,26 @@ def make_examples(
     before each sentence, as it has in running text. The tokenizer's family gives the template (BERT's
     ``[CLS] A [SEP] B [SEP]``, RoBERTa's ``<s> A </s></s> B </s>``, ...). ``word_ids`` adds each token's word
     index (see ``minilm.objectives.mlm.is_word_start``) for whole-word masking. ``seed`` and ``short_seq_prob``
-    only matter for the pair formats.
+    only matter for the pair formats (``short_seq_prob`` for segment_pair alone).
+
+    ``pair_objective`` labels the pairs of a pair format: ``"nsp"`` (None means it: BERT's IsNext/NotNext,
+    ``next_sentence_label``) or ``"sop"`` (ALBERT's in order/swapped, ``sentence_order_label``). Naming one for
+    full_sentences or doc_sentences, which have no pairs, is an error.
     """
     if format not in FORMATS:
         raise ValueError(f"unknown input format {format!r}: choose one of {', '.join(FORMATS)}")
+    if pair_objective is not None and pair_objective not in PAIR_OBJECTIVES:
+        raise ValueError(f"unknown pair_objective {pair_objective!r}: choose one of {', '.join(PAIR_OBJECTIVES)}")
+    if pair_objective is not None and format not in PAIR_FORMATS:
+        pairs = " or ".join(PAIR_FORMATS)
+        raise ValueError(f"pair_objective={pair_objective!r} needs sentence pairs: format {pairs}, not {format}")
     docs = tokenize_documents(documents, tokenizer)
     template = Template.from_tokenizer(tokenizer)
+    sop = pair_objective == "sop"
     if format == "segment_pair":
-        examples = nsp_pairs(docs, max_tokens, template, seed, short_seq_prob)
+        examples = (sop_pairs if sop else nsp_pairs)(docs, max_tokens, template, seed, short_seq_prob)
     elif format == "sentence_pair":
-        examples = sentence_pair(docs, max_tokens, template, seed)
+        examples = (sop_sentence_pairs if sop else sentence_pair)(docs, max_tokens, template, seed)
     elif format == "full_sentences":
         examples = full_sentences(docs, max_tokens, template)
     else:

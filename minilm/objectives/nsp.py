@@ -7,8 +7,10 @@ the time it is a random sentence from the corpus (labeled as NotNext)". The mode
     L_NSP(θ) = -1/B Σ_b log P_θ(y_b | [CLS] A_b [SEP] B_b [SEP]),   y = 0 (IsNext) or 1 (NotNext)
 
 :func:`nsp_pairs` builds BERT's pairs of multi-sentence segments (RoBERTa's SEGMENT-PAIR), :func:`sentence_pair`
-pairs of single sentences (RoBERTa's SENTENCE-PAIR); see :mod:`minilm.objectives.formats`. The segment cutting is
-:func:`minilm.objectives.segments.segment_pairs`, shared with other pair objectives.
+pairs of single sentences (RoBERTa's SENTENCE-PAIR); see :mod:`minilm.objectives.formats`. The segment cutting
+(:func:`~minilm.objectives.segments.segment_pairs`, :func:`~minilm.objectives.segments.sentence_pairs`), the random
+B (:func:`~minilm.objectives.segments.random_segment`) and the loss are shared with sentence-order prediction
+(:mod:`minilm.objectives.sop`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import random
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 
 from minilm.objectives.segments import (
     Doc,
@@ -26,8 +27,10 @@ from minilm.objectives.segments import (
     non_empty,
     other_index,
     pair_budget,
+    pair_classifier_loss,
+    random_segment,
     segment_pairs,
-    truncate_pair,
+    sentence_pairs,
 )
 
 IS_NEXT, NOT_NEXT = 0, 1  # next_sentence_label values (as in BERT's code and Hugging Face)
@@ -67,12 +70,7 @@ def nsp_pairs(
         a = [t for s in chunk[:a_end] for t in s]
         if len(chunk) > 1 and rng.random() >= 0.5:
             return a, [t for s in chunk[a_end:] for t in s], IS_NEXT, len(chunk)
-        other, b = docs[other_index(index, len(docs), rng)], []
-        for s in other[rng.randrange(len(other)) :]:
-            b.extend(s)
-            if len(b) >= target - len(a):
-                break
-        return a, b, NOT_NEXT, a_end  # the sentences after A were not used
+        return a, random_segment(docs, index, target - len(a), rng), NOT_NEXT, a_end  # the sentences after A: unused
 
     return segment_pairs(docs, budget, template, next_or_random, LABEL_KEY, rng, short_seq_prob)
 
@@ -88,22 +86,16 @@ def sentence_pair(documents: Sequence[Doc], max_tokens: int, template: Template,
     """
     docs, budget = _pair_inputs(documents, max_tokens, template, "sentences")
     rng = random.Random(seed)
-    examples = []
-    for index, doc in enumerate(docs):
-        i = 0
-        while i < len(doc) - 1:
-            if rng.random() < 0.5:
-                label, a, b = IS_NEXT, list(doc[i]), list(doc[i + 1])
-                i += 2
-            else:
-                other = docs[other_index(index, len(docs), rng)]
-                label, a, b = NOT_NEXT, list(doc[i]), list(other[rng.randrange(len(other))])
-                i += 1
-            truncate_pair(a, b, budget, rng)
-            examples.append({**template.build(a, b), LABEL_KEY: torch.tensor(label)})
-    return examples
+
+    def next_or_random(index: int, doc: list[Sentence], i: int):
+        if rng.random() < 0.5:
+            return list(doc[i]), list(doc[i + 1]), IS_NEXT, 2
+        other = docs[other_index(index, len(docs), rng)]
+        return list(doc[i]), list(other[rng.randrange(len(other))]), NOT_NEXT, 1
+
+    return sentence_pairs(docs, budget, template, next_or_random, LABEL_KEY, rng)
 
 
 def nsp_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy of the IsNext/NotNext classifier: logits (B, 2), labels (B,) with 0 = IsNext."""
-    return F.cross_entropy(logits.float(), labels)
+    return pair_classifier_loss(logits, labels)

@@ -1,6 +1,8 @@
-"""Documents of tokenized sentences into model inputs: where the special tokens go (:class:`Template`), and pairs
-of segments cut from documents as BERT's data script cuts them (:func:`segment_pairs`), which next sentence
-prediction (:mod:`minilm.objectives.nsp`) and any other pair objective build on.
+"""Documents of tokenized sentences into model inputs: where the special tokens go (:class:`Template`), pairs of
+segments cut from documents as BERT's data script cuts them (:func:`segment_pairs`) and pairs of single sentences
+(:func:`sentence_pairs`), which next sentence prediction (:mod:`minilm.objectives.nsp`), sentence-order prediction
+(:mod:`minilm.objectives.sop`) and any other pair objective build on, with the loss of their classifier
+(:func:`pair_classifier_loss`).
 
 Every function here works on token ids: a document is a list of sentences, a sentence a list of ids. An example
 is a dict of 1-D tensors ``input_ids``, ``token_type_ids``, ``special_tokens_mask`` (bool) and, for pairs, a
@@ -14,11 +16,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 Sentence = Sequence[int]
 Doc = Sequence[Sentence]
 # (document index, chunk of sentences, a_end, target length) -> (A ids, B ids, label, sentences of the chunk used)
 PairMaker = Callable[[int, list[Sentence], int, int], tuple[list[int], list[int], int, int]]
+# (document index, document, sentence index i) -> (A ids, B ids, label, sentences read from i on)
+SentencePairMaker = Callable[[int, list[Sentence], int], tuple[list[int], list[int], int, int]]
 
 
 @dataclass(frozen=True)
@@ -126,11 +131,14 @@ def segment_pairs(
     For each document: sentences accumulate into a chunk until it reaches the target length (``budget``; with
     probability ``short_seq_prob`` a random length in [2, budget] instead, so the model also sees short inputs as in
     fine-tuning). A is the chunk's first ``a_end`` sentences, ``a_end`` uniform in [1, len(chunk) - 1].
-    ``make_pair(index, chunk, a_end, target)`` decides A, B and the label (the objective's part: NSP's next or
-    random B) and how many of the chunk's sentences it used; the unused ones are read again. A and B are truncated
-    longest-first (from the front or back at random) to fit ``budget``; the label goes under ``label_key``.
+    ``make_pair(index, chunk, a_end, target)`` decides the two segments and the label (the objective's part: NSP's
+    next or random B, SOP's order) and how many of the chunk's sentences it used; the unused ones are read again.
+    The segments are truncated longest-first (from the front or back at random) to fit ``budget``; the label goes
+    under ``label_key``.
     Random numbers come from ``rng``, in a fixed order.
     """
+    if not 0.0 <= short_seq_prob <= 1.0:
+        raise ValueError(f"short_seq_prob={short_seq_prob} must be in [0, 1] (BERT's and ALBERT's: 0.1)")
     examples = []
     for index, doc in enumerate(docs):
         target = target_length(budget, short_seq_prob, rng)
@@ -149,6 +157,54 @@ def segment_pairs(
                 target = target_length(budget, short_seq_prob, rng)
             i += 1
     return examples
+
+
+def sentence_pairs(
+    docs: Sequence[Doc],
+    budget: int,
+    template: Template,
+    make_pair: SentencePairMaker,
+    label_key: str,
+    rng: random.Random,
+) -> list[dict]:
+    """Pairs of single sentences (RoBERTa's SENTENCE-PAIR), each document read from its first sentence.
+
+    ``make_pair(index, doc, i)`` gives A, B and the label for sentence i of document ``index`` (never its last
+    sentence: every A has a next sentence) and how many sentences it read, where reading goes on. A and B are
+    truncated longest-first (from the front or back at random) to fit ``budget``; the label goes under
+    ``label_key``. Random numbers come from ``rng``, in a fixed order.
+    """
+    examples = []
+    for index, doc in enumerate(docs):
+        i = 0
+        while i < len(doc) - 1:
+            a, b, label, used = make_pair(index, doc, i)
+            i += used
+            truncate_pair(a, b, budget, rng)
+            examples.append({**template.build(a, b), label_key: torch.tensor(label)})
+    return examples
+
+
+def random_segment(docs: Sequence[Doc], index: int, length: int, rng: random.Random) -> list[int]:
+    """A run of sentences of a document other than ``index`` (uniformly drawn), from a uniformly drawn sentence on,
+    until it holds ``length`` tokens or the document ends: the random B of BERT's NotNext pairs."""
+    other, b = docs[other_index(index, len(docs), rng)], []
+    for s in other[rng.randrange(len(other)) :]:
+        b.extend(s)
+        if len(b) >= length:
+            break
+    return b
+
+
+def pair_classifier_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy -1/B Σ_b log P(y_b | pair_b) of a classifier over sentence pairs (NSP, SOP).
+
+    logits (B, C) (C = 2 for NSP and SOP), labels (B,) class indices.
+    """
+    if logits.dim() != 2 or labels.shape != logits.shape[:1]:
+        shapes = f"logits {tuple(logits.shape)}, labels {tuple(labels.shape)}"
+        raise ValueError(f"a pair classifier's loss needs logits (B, C) and labels (B,), got {shapes}")
+    return F.cross_entropy(logits.float(), labels)
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
