@@ -2,12 +2,14 @@
 Liu et al. 2019): ``python -m minilm.train --model bert --objective mlm+nsp`` or ``--model roberta --objective mlm``.
 
 Both objectives take the input format of RoBERTa's §4.2 and the masking (``format=``, ``masking=``,
-``whole_word=``; :class:`MaskedLMConfig`).
+``whole_word=``, ``ngram=``; :class:`MaskedLMConfig`). They train ALBERT too (:mod:`minilm.recipes.albert`, which
+adds its sentence-order prediction); a model without the other head's field (BERT has no SOP head) ignores it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from minilm.models.bert import BERT_SIZES, ROBERTA_SIZES, Bert, BertConfig, RobertaConfig
 from minilm.objectives.formats import FORMATS, PAIR_FORMATS, make_examples
@@ -24,10 +26,15 @@ class MaskedLMConfig:
     format: str = "full_sentences"  # input format: segment_pair, sentence_pair, full_sentences or doc_sentences
     masking: str = "dynamic"  # "dynamic" (new masks every batch) or "static" (10 fixed copies)
     whole_word: bool = False  # mask all the sub-words of a chosen word together
+    ngram: int = 1  # mask spans of up to n words (tokens without whole_word), p(n) ∝ 1/n; ALBERT: 3
+
+    pair_objective: ClassVar[str | None] = None  # what labels a pair format's pairs (None: NSP's, unused)
 
     def validate(self) -> None:
         choice(self.format, FORMATS, "format")
         choice(self.masking, ("dynamic", "static"), "masking")
+        if isinstance(self.ngram, bool) or not isinstance(self.ngram, int) or self.ngram < 1:
+            raise ConfigError(f"ngram must be a whole number >= 1 (1: single words or tokens), got {self.ngram!r}")
 
 
 @dataclass
@@ -36,12 +43,14 @@ class MaskedLMPairConfig(MaskedLMConfig):
 
     format: str = "segment_pair"  # segment_pair (BERT's) or sentence_pair: NSP needs pairs
 
+    pair_objective: ClassVar[str | None] = "nsp"
+
     def validate(self) -> None:
         super().validate()
         if self.format not in PAIR_FORMATS:
             raise ConfigError(
-                f"objective mlm+nsp needs sentence pairs: format=segment_pair (BERT's) or sentence_pair, "
-                f"not {self.format!r}"
+                f"objective mlm+{self.pair_objective} needs sentence pairs: format=segment_pair (BERT's) or "
+                f"sentence_pair, not {self.format!r}"
             )
 
 
@@ -51,17 +60,25 @@ def masked_lm_examples(documents, tokenizer, job, settings: MaskedLMConfig, vali
     Validation examples are masked once, with a fixed seed, so successive evaluations are comparable.
     """
     try:
-        examples = make_examples(settings.format, documents, tokenizer, max_tokens=job.seq_len, seed=job.seed)
+        examples = make_examples(
+            settings.format,
+            documents,
+            tokenizer,
+            max_tokens=job.seq_len,
+            seed=job.seed,
+            pair_objective=settings.pair_objective,
+        )
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    masking = MaskingConfig.from_tokenizer(tokenizer, whole_word=settings.whole_word)
+    masking = MaskingConfig.from_tokenizer(tokenizer, whole_word=settings.whole_word, ngram=settings.ngram)
     if validation or settings.masking == "static":
         masked = StaticMaskedDataset(examples, masking, n_duplicates=1 if validation else 10, seed=job.seed)
         return masked, masked.collate
     return examples, DynamicMasking(masking)
 
 
-def _masked_lm(model, batch):
+def masked_lm(model, batch):
+    """(final hidden states, the MLM loss at the masked positions) of a BERT-like model on a masked batch."""
     hidden = model.features(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).last_hidden_state
     logits = model.mlm_logits(hidden, masked_positions(batch["labels"]))  # (|M|, V): only where masked
     return hidden, mlm_loss(logits, batch["labels"])
@@ -69,13 +86,13 @@ def _masked_lm(model, batch):
 
 def bert_mlm_loss(model, batch) -> LossOutput:
     """The mean cross-entropy over the batch's masked tokens."""
-    _, loss = _masked_lm(model, batch)
+    _, loss = masked_lm(model, batch)
     return LossOutput(loss, n_tokens=int(batch["attention_mask"].sum()))
 
 
 def bert_mlm_nsp_loss(model, batch) -> LossOutput:
     """BERT's pretraining loss: the MLM loss (a mean over masked tokens) plus the NSP loss (a mean over pairs)."""
-    hidden, mlm = _masked_lm(model, batch)
+    hidden, mlm = masked_lm(model, batch)
     nsp = nsp_loss(model.nsp_logits(hidden), batch["next_sentence_label"])
     return LossOutput(mlm + nsp, n_tokens=int(batch["attention_mask"].sum()), parts={"mlm": mlm, "nsp": nsp})
 
@@ -99,26 +116,26 @@ register_model(
 register_objective(
     ObjectiveEntry(
         "mlm",
-        models=("bert", "roberta"),
+        models=("bert", "roberta", "albert"),
         prepare=masked_lm_examples,
         loss=bert_mlm_loss,
         counts=mlm_counts,
         perplexity=True,
         config_class=MaskedLMConfig,
         description="masked LM: predict 15% of the tokens, masked 80/10/10",
-        model_settings={"nsp": False},
+        model_settings={"nsp": False, "sop": False},
     )
 )
 register_objective(
     ObjectiveEntry(
         "mlm+nsp",
-        models=("bert",),
+        models=("bert", "albert"),
         prepare=masked_lm_examples,
         loss=bert_mlm_nsp_loss,
         counts=mlm_nsp_counts,
         perplexity="mlm",  # exp of the MLM part; NSP's loss is a classifier's, no perplexity
         config_class=MaskedLMPairConfig,
         description="BERT's MLM + next sentence prediction (a pair format: segment_pair or sentence_pair)",
-        model_settings={"nsp": True, "pooler": True},
+        model_settings={"nsp": True, "pooler": True, "sop": False},
     )
 )

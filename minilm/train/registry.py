@@ -38,7 +38,8 @@ from torch import nn
 
 from minilm.train.config import ConfigError, _suggest, choice, update
 
-RECIPES = ("minilm.recipes.gpt", "minilm.recipes.elmo", "minilm.recipes.bert")  # modules registering the built-ins
+# modules registering the built-ins
+RECIPES = ("minilm.recipes.gpt", "minilm.recipes.elmo", "minilm.recipes.bert", "minilm.recipes.albert")
 KINDS = ("encoder", "decoder", "encoder-decoder")
 
 
