@@ -131,6 +131,8 @@ def _train_unigram(texts: Iterable[str], fam, size: int, show_progress: bool) ->
             num_threads=_SENTENCEPIECE_THREADS, minloglevel=0 if show_progress else 2,  # 2: warnings and errors
         )  # fmt: skip
         sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
-        pieces = [(sp.id_to_piece(i), sp.get_score(i)) for i in range(1, sp.get_piece_size())]
+        # 12 decimals (float32 scores, so nothing lost that counts): tokenizers reads a score written with 17 digits
+        # back up to a unit in the last place off (serde_json's fast parser), one of at most 15 digits exactly
+        pieces = [(sp.id_to_piece(i), round(sp.get_score(i), 12)) for i in range(1, sp.get_piece_size())]
     tok.model = models.Unigram([(t, 0.0) for t in fam.head] + pieces, unk_id=fam.head.index(fam.unk))
     return Tokenizer(finish(tok, fam), fam.name)
