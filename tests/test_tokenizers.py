@@ -1,14 +1,18 @@
 """minilm.tokenizers: real GPT-2 / BERT ids, training each family, batch encoding, save/load, errors."""
 
+import io
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import sentencepiece as spm
 
 from minilm.tokenizers import FAMILIES, BatchEncoding, Tokenizer, train_tokenizer
+from minilm.tokenizers.training import _SENTENCEPIECE_THREADS
 
 pytestmark = pytest.mark.skipif("MINILM_DATA_DIR" not in os.environ, reason="needs the data mirror")
 
@@ -247,9 +251,63 @@ def test_trained_normalisation(trained):
     assert t5.decode(t5.encode("be <extra_id_0> be"), skip_special_tokens=False) == "be<extra_id_0> be</s>"
 
 
-def test_training_full_corpus_is_fast():
-    import time
+@pytest.mark.parametrize("name", ["albert", "t5"])
+def test_trained_unigram_is_sentencepiece_on_the_normalised_text(trained, shakespeare, name):
+    """ALBERT's and T5's own tool as the oracle: SentencePiece run by hand on the normalised lines (its defaults, but
+    identity normalisation, every character kept, no BOS/EOS) learns our pieces and scores, and its C++ encoder
+    splits unseen text, unknown characters included, into our ids."""
+    tok, fam = trained[name], FAMILIES[name]
+    normalise = tok.backend.normalizer.normalize_str
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([normalise(line) for line in shakespeare]), model_writer=model, model_type="unigram",
+        vocab_size=600 - len(fam.specials) + 1, character_coverage=1.0, normalization_rule_name="identity",
+        bos_id=-1, eos_id=-1, num_threads=_SENTENCEPIECE_THREADS, minloglevel=2,
+    )  # fmt: skip
+    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    vocab = json.loads(tok.backend.to_str())["model"]["vocab"]
+    assert vocab[: len(fam.head)] == [[t, 0.0] for t in fam.head]
+    assert [piece for piece, _ in vocab[len(fam.head) :]] == [sp.id_to_piece(i) for i in range(1, sp.get_piece_size())]
+    scores = [score for _, score in vocab[len(fam.head) :]]
+    assert scores == pytest.approx([sp.get_score(i) for i in range(1, sp.get_piece_size())], rel=0, abs=1e-12)
+    ours = {0: tok.unk_id} | {i: i - 1 + len(fam.head) for i in range(1, sp.get_piece_size())}
+    texts = data("tinyshakespeare", "input.txt").read_text(encoding="utf-8").splitlines()[6000:9000] + book_lines(300)
+    assert sum(tok.unk_id in tok.encode(t) for t in texts) > 100  # curly quotes and dashes were never seen
+    for text in texts:
+        assert tok.encode(text, add_special_tokens=False) == [ours[i] for i in sp.encode(normalise(text))], text
 
+
+@pytest.mark.parametrize("name", ["albert", "t5"])
+def test_trained_unigram_keeps_every_character(shakespeare, name):
+    texts = shakespeare[:2000] + book_lines(400)  # accents, curly quotes, a BOM: "ô" and "\ufeff" once
+    tok = train_tokenizer(texts, name, vocab_size=800)
+    for text in texts:
+        ids = tok.encode(text, add_special_tokens=False)
+        assert tok.unk_id not in ids, text
+        assert tok.decode(ids) == tok.backend.normalizer.normalize_str(text)  # lowercased, spaces collapsed...
+
+
+def test_unigram_vocab_size_must_hold_every_character(shakespeare):
+    chars = set("".join(shakespeare).lower()) - {" "} | {"▁"}  # ASCII: NFKD and accent stripping change nothing
+    floor = len(chars) + len(FAMILIES["albert"].specials)
+    assert (len(chars), floor) == (36, 41)
+    with pytest.raises(ValueError, match="vocab_size=40 is too small for these texts: albert's.* 36 distinct.*>= 41"):
+        train_tokenizer(shakespeare, "albert", floor - 1)
+    tok = train_tokenizer(shakespeare, "albert", floor)  # the characters alone
+    assert tok.vocab_size == floor and set(tok.backend.get_vocab()) == chars | set(FAMILIES["albert"].specials)
+    assert tok.tokenize("To be") == ["▁", "t", "o", "▁", "b", "e"]
+
+
+def test_trained_albert_splits_words_into_sensible_pieces():
+    lines = data("tinyshakespeare", "input.txt").read_text(encoding="utf-8").splitlines()
+    start = time.perf_counter()
+    albert = train_tokenizer(lines, "albert", vocab_size=4000)
+    assert albert.vocab_size == 4000 and time.perf_counter() - start < 20
+    assert albert.tokenize("Unbelievable!") == ["▁un", "believ", "able", "!"]
+    assert albert.decode(albert.encode("  UNBELIEVABLE,\tmy   Lord ")) == "unbelievable, my lord"
+
+
+def test_training_full_corpus_is_fast():
     lines = data("tinyshakespeare", "input.txt").read_text(encoding="utf-8").splitlines()
     start = time.perf_counter()
     tok = train_tokenizer(lines, "bert", vocab_size=4000)
@@ -257,25 +315,31 @@ def test_training_full_corpus_is_fast():
     assert "romeo" in tok.tokenize("Romeo")
 
 
-@pytest.mark.parametrize("family", ["bert", "gpt2", "roberta"])
+@pytest.mark.parametrize("family", list(FAMILIES))
 def test_training_gives_the_same_vocabulary_in_every_process(family):
-    """tokenizers' own WordPiece trainer numbers its "##" pieces in hash-map order, which differs from process to
-    process (huggingface/tokenizers#1794); WordPiece and BPE families must learn one vocabulary from the same texts.
-    (Unigram, for ALBERT and T5, still varies a little: its trainer breaks ties between equal scores the same way.)"""
+    """tokenizers' own trainers visit words in hash-map order, which differs from process to process: WordPiece
+    numbers its "##" pieces by it (huggingface/tokenizers#1794), Unigram sums its scores and breaks ties in it. Every
+    family must learn one tokenizer.json (ids, merges, scores) from the same texts, whatever the hash seeds."""
     script = (
-        "import json, sys; from minilm.tokenizers import train_tokenizer; "
+        "import sys; from minilm.tokenizers import train_tokenizer; "
         "lines = open(sys.argv[1], encoding='utf-8').read().splitlines()[:4000]; "
-        f"print(json.dumps(sorted(train_tokenizer(lines, {family!r}, vocab_size=1500).backend.get_vocab().items())))"
+        f"print(train_tokenizer(lines, {family!r}, vocab_size=1500).backend.to_str())"
     )
     corpus = str(data("tinyshakespeare", "input.txt"))
-    vocabularies = [
-        subprocess.run([sys.executable, "-c", script, corpus], capture_output=True, text=True, check=True).stdout
-        for _ in range(2)
-    ]
-    assert vocabularies[0] == vocabularies[1]
+    saved = [
+        subprocess.run(
+            [sys.executable, "-c", script, corpus], env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True, text=True, check=True,
+        ).stdout
+        for seed in ("1", "2")
+    ]  # fmt: skip
+    assert saved[0] == saved[1]
+    vocab = json.loads(saved[0])["model"]["vocab"]
     if family == "bert":  # word-internal pieces carry "##" and round-trip
-        vocab = dict(json.loads(vocabularies[0]))
         assert sum(t.startswith("##") for t in vocab) > 100 and len(vocab) == 1500
+    if FAMILIES[family].model == "unigram":  # scores, most likely first, rare characters last
+        scores = [score for _, score in vocab[len(FAMILIES[family].head) :]]
+        assert scores == sorted(scores, reverse=True) and len(set(scores)) > 1000 and scores[0] < 0
 
 
 # --- batch encoding -------------------------------------------------------------------------------------
@@ -345,6 +409,7 @@ def test_save_load_round_trip(tmp_path, trained, gpt2, bert):
         assert again.family == tok.family and again.vocab_size == tok.vocab_size
         assert again.special_ids == tok.special_ids and again.sentinel_ids == tok.sentinel_ids
         assert again(texts, pairs, max_length=9) == tok(texts, pairs, max_length=9)
+        assert json.loads(again.backend.to_str())["model"] == json.loads(tok.backend.to_str())["model"]  # scores too
         assert Tokenizer.load(directory / "tokenizer.json").encode(texts[1]) == tok.encode(texts[1])
     transformers = pytest.importorskip("transformers")  # the tokenizer.json is the library's standard file
     hf = transformers.PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "gpt2" / "50257" / "tokenizer.json"))

@@ -22,6 +22,10 @@ Segment ids (``token_type_ids``) are 0 for A and 1 for B in bert/albert, all 0 e
 families collapse whitespace runs like SentencePiece, so only the byte-level BPE families decode back to
 exactly the input text.
 
+Training is reproducible: the same texts give the same tokenizer (ids, merges, Unigram's scores) in every process,
+so each process of a distributed run can train its own.  Unigram vocabularies are learned by Google's SentencePiece,
+ALBERT's and T5's own tool, on the text as the family's normalizer leaves it, then run by ``tokenizers``.
+
 Save format: ``tok.save(directory)`` writes ``directory/tokenizer.json`` (the library's own file, also
 readable by ``tokenizers.Tokenizer.from_file`` and ``transformers.PreTrainedTokenizerFast``) and
 ``directory/minilm_tokenizer.json`` (``{"family": ...}``); ``Tokenizer.load(directory)`` reads both.

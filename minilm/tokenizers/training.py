@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable
 from pathlib import Path
 
+import sentencepiece as spm
 import tokenizers as hf
 from tokenizers import models, pre_tokenizers, trainers
 
@@ -31,9 +33,10 @@ def train_tokenizer(
     """Learn a ``family`` tokenizer of ``vocab_size`` tokens (special tokens included) from ``texts``.
 
     ``min_frequency`` applies to WordPiece/BPE merges (Unigram has none).  A small corpus may give fewer
-    tokens than asked; Unigram always keeps every character it saw, which may give more.
-    WordPiece and byte-level BPE learn the same vocabulary from the same texts in every process; Unigram's trainer
-    breaks ties between equal scores in hash-map order, so its vocabulary can differ a little from run to run.
+    tokens than asked; Unigram keeps every character it saw, so ``vocab_size`` must leave room for them all (a
+    ValueError says how much). Every family learns the same vocabulary (ids, merges, Unigram's scores) from the same
+    texts in every process, whatever its hash seed or the machine's core count: the processes of a distributed run
+    agree, and training again gives the tokenizer a run saved.
     """
     fam = get_family(family)
     if isinstance(texts, (str, Path)):
@@ -42,14 +45,11 @@ def train_tokenizer(
     size, common = vocab_size - len(fam.tail), dict(special_tokens=list(fam.head), show_progress=show_progress)
     if fam.model == "wordpiece":
         return _train_wordpiece(texts, fam, size, min_frequency, common)
-    if fam.model == "bpe":
-        tok = hf.Tokenizer(models.BPE())
-        alphabet = pre_tokenizers.ByteLevel.alphabet()
-        trainer = trainers.BpeTrainer(vocab_size=size, min_frequency=min_frequency, initial_alphabet=alphabet, **common)
-    else:
-        tok = hf.Tokenizer(models.Unigram())
-        trainer = trainers.UnigramTrainer(vocab_size=size, unk_token=fam.unk, **common)
-    build_pipeline(tok, fam)
+    if fam.model == "unigram":
+        return _train_unigram(texts, fam, size, show_progress)
+    tok = build_pipeline(hf.Tokenizer(models.BPE()), fam)  # byte-level BPE
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(vocab_size=size, min_frequency=min_frequency, initial_alphabet=alphabet, **common)
     tok.train_from_iterator(texts, trainer)
     return Tokenizer(finish(tok, fam), family)
 
@@ -88,4 +88,51 @@ def _train_wordpiece(texts: Iterable[str], fam, size: int, min_frequency: int, c
         text = "".join(original.get(c, c) for c in piece)
         vocab.setdefault("##" + text if piece[0] in original else text, len(vocab))
     tok.model = models.WordPiece(vocab, unk_token=fam.unk, max_input_chars_per_word=100)
+    return Tokenizer(finish(tok, fam), fam.name)
+
+
+# SentencePiece's threads each sum the expected counts of every n-th word, then the sums are added in thread order:
+# the thread count decides the last bits of every score, so it is a constant, not this machine's core count
+_SENTENCEPIECE_THREADS = 4
+
+
+def _train_unigram(texts: Iterable[str], fam, size: int, show_progress: bool) -> Tokenizer:
+    """Unigram learned reproducibly, by Google's SentencePiece (ALBERT's and T5's own tool).
+
+    ``tokenizers``' UnigramTrainer visits the words in hash-map order, which changes from process to process: its
+    floating-point sums round differently, so the scores differ in their last bits, and pieces of equal score (rare
+    characters above all) swap ids. SentencePiece visits the words sorted, adds in a fixed order and breaks ties by
+    the piece itself. It reads the texts as this family's normalizer leaves them, its own normalisation being the
+    identity, and marks spaces and each text's start with "▁" as the pre-tokenizer does, so its pieces are the ones
+    the pipeline looks up. Its pieces and scores become a ``tokenizers`` Unigram model behind the family's head
+    special tokens (score 0, as ``tokenizers``' trainer gives them).
+    """
+    tok = build_pipeline(hf.Tokenizer(models.Unigram()), fam)
+    lines = [line for line in map(tok.normalizer.normalize_str, texts) if line]
+    n_chars = len(set().union(*lines) - {" "} | {"▁"}) if lines else 0  # "▁" stands for the space
+    room = size - len(fam.head)
+    if n_chars > room:
+        raise ValueError(
+            f"vocab_size={size + len(fam.tail)} is too small for these texts: {fam.name}'s Unigram vocabulary keeps "
+            f"each of their {n_chars} distinct characters besides its {len(fam.specials)} special tokens; "
+            f"use vocab_size >= {n_chars + len(fam.specials)}"
+        )
+    pieces = []
+    if lines:  # no text: the special tokens alone
+        model = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines), model_writer=model, model_type="unigram",
+            vocab_size=room + 1, unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1,  # room + its own <unk>, at id 0
+            hard_vocab_limit=False,  # a small corpus may give fewer pieces
+            character_coverage=1.0,  # every character seen is a piece
+            normalization_rule_name="identity", remove_extra_whitespaces=False,  # normalised already
+            add_dummy_prefix=True,  # "▁" before each text, as Metaspace(prepend_scheme="always")
+            max_sentence_length=2**30,  # its most: a long text (a whole document) is never dropped
+            num_threads=_SENTENCEPIECE_THREADS, minloglevel=0 if show_progress else 2,  # 2: warnings and errors
+        )  # fmt: skip
+        sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+        # 12 decimals (float32 scores, so nothing lost that counts): tokenizers reads a score written with 17 digits
+        # back up to a unit in the last place off (serde_json's fast parser), one of at most 15 digits exactly
+        pieces = [(sp.id_to_piece(i), round(sp.get_score(i), 12)) for i in range(1, sp.get_piece_size())]
+    tok.model = models.Unigram([(t, 0.0) for t in fam.head] + pieces, unk_id=fam.head.index(fam.unk))
     return Tokenizer(finish(tok, fam), fam.name)
