@@ -1,12 +1,12 @@
 """minilm.analysis.transitions: ALBERT's Figure 1 measurements (L2 distance and angle between each layer's input and
-output) against hand computations, padding ignored, and the roughness of a per-layer curve."""
+output) against hand computations, padding ignored, and the oscillation of a per-layer curve."""
 
 import math
 
 import pytest
 import torch
 
-from minilm.analysis.transitions import layer_transitions, roughness
+from minilm.analysis.transitions import layer_transitions, oscillation
 from minilm.models.albert import Albert, AlbertConfig
 
 
@@ -51,11 +51,13 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match="attention_mask"):
         layer_transitions([h, h], torch.ones(1, 4))
     with pytest.raises(ValueError, match="two layers"):
-        roughness(torch.tensor([1.0]))
+        oscillation(torch.tensor([1.0]))
 
 
-def test_roughness_is_the_mean_change_relative_to_the_mean():
-    assert roughness(torch.tensor([1.0, 2.0, 1.0])) == pytest.approx(0.75)  # changes 1, 1; mean 4/3
-    assert roughness(torch.tensor([3.0, 3.0, 3.0])) == 0.0
-    curve = torch.tensor([1.0, 4.0, 2.0, 5.0])
-    assert roughness(10 * curve) == pytest.approx(roughness(curve))
+def test_oscillation_is_the_up_and_down_movement_relative_to_the_mean():
+    assert oscillation(torch.tensor([1.0, 2.0, 1.0])) == pytest.approx(1.5)  # total variation 2, net change 0, mean 4/3
+    assert oscillation(torch.tensor([9.0, 2.0, 0.5, 0.1])) == 0.0  # falls steeply but never rises: no oscillation
+    assert oscillation(torch.tensor([3.0, 3.0, 3.0])) == 0.0
+    curve = torch.tensor([1.0, 4.0, 2.0, 5.0])  # variation 3 + 2 + 3 = 8, net change 4, mean 3
+    assert oscillation(curve) == pytest.approx(4 / 3)
+    assert oscillation(10 * curve) == pytest.approx(oscillation(curve))

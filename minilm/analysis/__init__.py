@@ -3,7 +3,8 @@
 - :mod:`~minilm.analysis.probing`: each layer's frozen vectors (``layer_features``, ``sense_vectors``) and linear
   probes of them (``linear_probe``, ``probe_layers``), as in Peters et al. (2018), §5.3;
 - :mod:`~minilm.analysis.transitions`: how much each layer changes its input (``layer_transitions``, ALBERT's
-  Figure 1) and how jagged such a per-layer curve is (``roughness``);
+  Figure 1) and how much such a per-layer curve zigzags
+  (``oscillation``);
 - :mod:`~minilm.analysis.zero_shot`: a language model's zero-shot classification by label words (Radford et al.
   2018, §5), raw and calibrated;
 - :mod:`~minilm.analysis.records`: the recorded results of ``experiments/``, found from anywhere in the repository.
@@ -18,7 +19,7 @@ from minilm.analysis.probing import (
     standardize,
 )
 from minilm.analysis.records import Recorded, recorded_results
-from minilm.analysis.transitions import layer_transitions, roughness
+from minilm.analysis.transitions import layer_transitions, oscillation
 from minilm.analysis.zero_shot import zero_shot_scores
 
 __all__ = [
@@ -27,9 +28,9 @@ __all__ = [
     "layer_features",
     "layer_transitions",
     "linear_probe",
+    "oscillation",
     "probe_layers",
     "recorded_results",
-    "roughness",
     "sense_vectors",
     "standardize",
     "zero_shot_scores",

@@ -6,7 +6,7 @@
 For every real token and every layer l, the L2 distance ||h_l - h_{l-1}|| and the angle (in degrees) between
 h_{l-1} and h_l, averaged over the tokens. The paper plots both per layer for BERT-large and ALBERT-large and finds
 that "the transitions from layer to layer are much smoother for ALBERT than for BERT": weight sharing stabilises
-the network's parameters. :func:`roughness` puts a number on "smooth".
+the network's parameters. :func:`oscillation` measures how much a curve zigzags.
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ def layer_transitions(hidden_states: Sequence[Tensor], attention_mask: Tensor | 
     return l2.mean(1).float(), torch.rad2deg(torch.acos(cosine)).mean(1).float()
 
 
-def roughness(per_layer: Tensor) -> float:
-    """How jagged a per-layer curve is: the mean absolute change from one layer to the next, relative to the
-    curve's mean (0 for a flat line; the same for a curve and for that curve scaled)."""
+def oscillation(per_layer: Tensor) -> float:
+    """How much a per-layer curve goes up and down: its total variation minus its net change, relative to its mean.
+    0 for a curve that only rises or only falls, however steeply; the same for a curve and for that curve scaled."""
     if per_layer.numel() < 2:
         raise ValueError("a curve needs at least two layers to change between")
-    return float(per_layer.diff().abs().mean() / per_layer.abs().mean())
+    steps = per_layer.diff()
+    return float((steps.abs().sum() - steps.sum().abs()) / per_layer.abs().mean())
