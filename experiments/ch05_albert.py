@@ -1,0 +1,290 @@
+"""Chapter 5: miniatures of ALBERT's Tables 3, 4 and 5 and of its Figure 1 (Lan et al. 2020).
+
+    Table 3   embedding size E, all-shared vs not-shared: parameters and quality
+    Table 4   cross-layer sharing: all-shared / shared-attention / shared-FFN / not-shared, at one E
+    Table 5   sentence-level loss: none / NSP / SOP, each model scored on both NSP and SOP
+    Figure 1  L2 distance and angle between each layer's input and output, not-shared (BERT) vs all-shared (ALBERT)
+
+Every run pretrains a tiny ALBERT (6 layers, H = 128) from the same initial seed on the Gutenberg novels (the first
+1,000 paragraphs of each of the 17, the last 5% of each held out) with ALBERT's losses and masking from
+:mod:`minilm.recipes`: MLM + SOP, whole-word n-gram masking (n <= 3), for the same number of steps. Rows differ only
+in what their table varies; the all-shared E = 32 run serves as the SOP row of Table 5 and as ALBERT in Figure 1,
+its not-shared twin as BERT.
+
+The inputs are pairs of consecutive sentences of up to 64 tokens (SOP: swapped half the time; NSP: the second one
+from another novel half the time), not ALBERT's segment pairs: at 64 tokens a segment is one or two sentences
+anyway, and BERT's segment cutting leaves SOP a shortcut. A one-sentence chunk cannot be swapped, so it gets a
+random B from another document labelled 1, as in ALBERT's data script; here that makes 55% of the pairs 1s, with a
+long first segment, and the position of the first [SEP] alone predicts the order of 62% of the pairs (sentence
+pairs: 50%). Chapter 5 measures it. Each model is scored by
+
+- its MLM loss on one shared held-out set (held-out SOP pairs, masked once with a fixed seed);
+- SST-2 accuracy of a linear probe on its frozen mean-pooled final hidden states (2,000 training sentences, the
+  872 of GLUE's dev set): a cheap stand-in for fine-tuning;
+- (Table 5) NSP and SOP accuracy on held-out pairs, as many of each label (chance = 0.5): the model's own pretrained
+  head for the task it was trained on (the paper's intrinsic accuracy), and otherwise a linear probe trained on the
+  frozen [CLS] final hidden state of 2,000 training pairs (the probe is reported for every cell too);
+- (Figure 1) the per-layer transitions on the held-out pairs.
+
+    nice -n 5 python experiments/ch05_albert.py        # ~20-25 minutes on a shared 2-core CPU
+
+Writes experiments/results/ch05_albert.json (read by chapters/05_albert.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from experiments.common import begin, save_results  # noqa: E402
+from minilm.analysis import layer_transitions, linear_probe, oscillation, standardize  # noqa: E402
+from minilm.data import Document, load_gutenberg, load_task  # noqa: E402
+from minilm.models.albert import Albert, albert_config  # noqa: E402
+from minilm.objectives.nsp import LABEL_KEY as NSP_LABEL  # noqa: E402
+from minilm.objectives.sop import LABEL_KEY as SOP_LABEL  # noqa: E402
+from minilm.recipes.albert import SentenceOrderConfig, albert_mlm_sop_loss  # noqa: E402
+from minilm.recipes.bert import MaskedLMPairConfig, bert_mlm_loss, bert_mlm_nsp_loss, masked_lm_examples  # noqa: E402
+from minilm.tokenizers import train_tokenizer  # noqa: E402
+from minilm.train.pretrain import PretrainConfig, split_documents  # noqa: E402
+from minilm.train.trainer import TrainConfig, Trainer  # noqa: E402
+from minilm.utils import count_parameters, reproducible  # noqa: E402
+
+PARAGRAPHS_PER_BOOK = 1000
+VOCAB_SIZE = 8000
+SEQ_LEN = 64
+MODEL = dict(n_layers=6, d_model=128, n_heads=4, d_ff=512, max_len=SEQ_LEN)  # H = 128; E per row
+TRAIN = dict(batch_size=32, lr=2e-3)
+ALBERT_E = 32  # H / 4, about ALBERT-base's H / E = 6: Table 4's E, Table 5's model
+PROBE_EXAMPLES = 2000  # training examples of every linear probe (SST-2, NSP, SOP)
+
+# (table, row, sharing, E, sentence loss): every pretraining run; run names are f"{sharing} E={E} {loss}"
+RUNS = [
+    *(("table3", f"{sharing} E={e}", sharing, e, "sop") for sharing in ("all", "none") for e in (16, ALBERT_E, 128)),
+    ("table4", "attention", "attention", ALBERT_E, "sop"),
+    ("table4", "ffn", "ffn", ALBERT_E, "sop"),
+    ("table5", "none", "all", ALBERT_E, "none"),
+    ("table5", "nsp", "all", ALBERT_E, "nsp"),
+]
+LOSSES = {"none": bert_mlm_loss, "nsp": bert_mlm_nsp_loss, "sop": albert_mlm_sop_loss}
+
+
+def run_name(sharing: str, e: int, loss: str) -> str:
+    return f"{sharing} E={e} {loss}"
+
+
+def balanced(examples, label_key: str, n: int | None = None) -> list:
+    """As many examples of each label (n // 2 at most), drawn at random from every document: chance is exactly 0.5."""
+    by_label = [[e for e in examples if int(e[label_key]) == label] for label in (0, 1)]
+    k = min(len(by_label[0]), len(by_label[1]), n // 2 if n else len(examples))
+    rng = random.Random(0)
+    return [e for group in by_label for e in rng.sample(group, k)]
+
+
+def batches(examples, collate, batch_size: int = 128):
+    """``examples`` collated, batch by batch, in order."""
+    for start in range(0, len(examples), batch_size):
+        yield collate([examples[i] for i in range(start, min(start + batch_size, len(examples)))])
+
+
+def final_hidden(model, batch):
+    return model.features(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).last_hidden_state
+
+
+@torch.no_grad()
+def held_out_scores(model, examples, collate) -> dict:
+    """Mean MLM loss per pair on the shared held-out set, and each layer's transitions on its first 256 pairs."""
+    model.eval()
+    total = sum(
+        bert_mlm_loss(model, batch).loss.item() * len(batch["input_ids"]) for batch in batches(examples, collate)
+    )
+    first = collate([examples[i] for i in range(min(256, len(examples)))])
+    states = model.features(first["input_ids"], first["attention_mask"], first["token_type_ids"], True)
+    l2, degrees = layer_transitions(states.hidden_states, first["attention_mask"])
+    return {
+        "held_out_mlm_loss": total / len(examples),
+        "transitions": {
+            "l2": [round(v, 4) for v in l2.tolist()],
+            "degrees": [round(v, 3) for v in degrees.tolist()],
+            "l2_oscillation": round(oscillation(l2), 4),
+            "degrees_oscillation": round(oscillation(degrees), 4),
+        },
+    }
+
+
+@torch.no_grad()
+def sst2_features(model, tokenizer, examples) -> torch.Tensor:
+    """Mean-pooled final hidden states (N, H) of SST-2 sentences, over their real tokens."""
+    model.eval()
+    pooled = []
+    for start in range(0, len(examples), 128):
+        batch = tokenizer([e.text for e in examples[start : start + 128]], max_length=SEQ_LEN, return_tensors="pt")
+        hidden = model.features(batch.input_ids, batch.attention_mask).last_hidden_state  # (B, T, H)
+        weights = batch.attention_mask[..., None].float()  # (B, T, 1)
+        pooled.append((hidden * weights).sum(1) / weights.sum(1))  # (B, H)
+    return torch.cat(pooled)
+
+
+def sst2_probe(model, tokenizer, sst2) -> float:
+    """Accuracy on SST-2's labelled test split (GLUE dev) of a linear probe on frozen mean-pooled final states."""
+    features = {split: sst2_features(model, tokenizer, examples) for split, examples in sst2.items()}
+    labels = {split: torch.tensor([e.label for e in examples]) for split, examples in sst2.items()}
+    train, test = standardize([features["train"]], [features["test"]])
+    return linear_probe(train, labels["train"], test, labels["test"], 2, epochs=20).accuracy
+
+
+@torch.no_grad()
+def pair_features(model, examples, collate, label_key: str, task: str, own_head: bool):
+    """[CLS] final hidden states (N, H), labels (N,) and, with ``own_head``, the pretrained head's right answers."""
+    model.eval()
+    rows, labels, right = [], [], 0
+    for batch in batches(examples, collate):
+        hidden = final_hidden(model, batch)  # (B, T, H)
+        rows.append(hidden[:, 0])  # (B, H): [CLS]
+        labels.append(batch[label_key])
+        if own_head:
+            logits = model.nsp_logits(hidden) if task == "nsp" else model.sop_logits(hidden)  # (B, 2)
+            right += int((logits.argmax(-1) == batch[label_key]).sum())
+    return torch.cat(rows), torch.cat(labels), right
+
+
+def pair_task_scores(model, loss: str, pair_data: dict) -> dict:
+    """NSP and SOP accuracy on held-out pairs: the model's own head (on the task it was pretrained for) and a linear
+    probe on the frozen [CLS] final hidden state, trained on PROBE_EXAMPLES training pairs. The inputs are masked as
+    in pretraining (the training pairs anew, the held-out ones once), as a pretraining run's evaluation sees them."""
+    scores = {}
+    for task, (label_key, train, train_collate, test, test_collate) in pair_data.items():
+        train_x, train_y, _ = pair_features(model, train, train_collate, label_key, task, own_head=False)
+        test_x, test_y, right = pair_features(model, test, test_collate, label_key, task, own_head=loss == task)
+        train_x, test_x = standardize([train_x], [test_x])
+        probe = linear_probe(train_x, train_y, test_x, test_y, 2, epochs=20).accuracy
+        head = right / len(test) if loss == task else None
+        scores[task] = {
+            "accuracy": probe if head is None else head,
+            "by": "probe" if head is None else "head",
+            "probe_accuracy": probe,
+            "n_test": len(test),
+        }
+    return scores
+
+
+def pretrain(sharing: str, e: int, loss: str, data: dict, steps: int) -> tuple[Albert, dict]:
+    heads = {"none": {}, "nsp": {"nsp": True, "sop": False}, "sop": {}}[loss]
+    config = albert_config("tiny", **MODEL, vocab_size=data["vocab_size"], embedding_size=e, share=sharing, **heads)
+    examples, collate = data["nsp" if loss == "nsp" else "sop"]
+    train = TrainConfig(**TRAIN, max_steps=steps, warmup_steps=steps // 10, eval_every=0, save_every=0, progress=False)
+    torch.manual_seed(train.seed)  # the same initial weights wherever the shapes agree
+    model = Albert(config)
+    trainer = Trainer(model, LOSSES[loss], examples, train, collate=collate)
+    start = time.perf_counter()
+    trainer.fit()
+    train_losses = [entry["loss"] for entry in trainer.history if entry["split"] == "train"]
+    return model, {
+        "sharing": sharing,
+        "embedding_size": e,
+        "sentence_loss": loss,
+        "parameters": count_parameters(model),
+        "encoder_parameters": count_parameters(model.encoder),
+        "embedding_parameters": count_parameters(model.embedding),
+        "first_train_loss": train_losses[0],
+        "last_train_loss": sum(train_losses[-5:]) / len(train_losses[-5:]),
+        "pretrain_seconds": round(time.perf_counter() - start, 1),
+    }
+
+
+def prepare() -> dict:
+    books = [Document(b.title, b.paragraphs[:PARAGRAPHS_PER_BOOK]) for b in load_gutenberg()]
+    train_docs, val_docs = split_documents(books, 0.05)
+    tokenizer = train_tokenizer([p for d in train_docs for p in d.paragraphs], "albert", VOCAB_SIZE)
+    job = PretrainConfig(model="albert", objective="mlm+sop", seq_len=SEQ_LEN)
+    # ALBERT's masking for both pair objectives; sentence pairs, not ALBERT's segment pairs (see the docstring)
+    sop = SentenceOrderConfig(format="sentence_pair")
+    nsp = MaskedLMPairConfig(format="sentence_pair", whole_word=True, ngram=3)
+    held_out = masked_lm_examples(val_docs, tokenizer, job, sop, validation=True)  # masked once, fixed seed
+    nsp_held_out = masked_lm_examples(val_docs, tokenizer, job, nsp, validation=True)
+    data = {
+        "tokenizer": tokenizer,
+        "vocab_size": tokenizer.vocab_size,
+        "sop": masked_lm_examples(train_docs, tokenizer, job, sop),
+        "nsp": masked_lm_examples(train_docs, tokenizer, job, nsp),
+        "held_out": held_out,
+    }
+    # pair tasks: a probe trains on PROBE_EXAMPLES training pairs, and everything is tested on the held-out pairs,
+    # both with as many pairs of each label
+    data["pairs"] = {
+        task: (key, balanced(data[task][0], key, PROBE_EXAMPLES), data[task][1], balanced(test[0], key), test[1])
+        for task, key, test in (("nsp", NSP_LABEL, nsp_held_out), ("sop", SOP_LABEL, held_out))
+    }
+    data["sst2"] = {"train": load_task("sst2", "train")[:PROBE_EXAMPLES], "test": load_task("sst2", "test")}
+    return data
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=300, help="pretraining steps per run")
+    args = parser.parse_args()
+    begin()
+    reproducible(seed=0, threads=1)
+    started = time.perf_counter()
+    data = prepare()
+    print(f"prepared in {time.perf_counter() - started:.0f} s: {len(data['sop'][0])} SOP pairs, "
+          f"{len(data['nsp'][0])} NSP pairs, {len(data['held_out'][0])} held-out pairs", flush=True)  # fmt: skip
+
+    runs = {}
+    for table, row, sharing, e, loss in RUNS:
+        model, result = pretrain(sharing, e, loss, data, args.steps)
+        result.update(held_out_scores(model, *data["held_out"]))
+        result["sst2_probe_accuracy"] = sst2_probe(model, data["tokenizer"], data["sst2"])
+        if table == "table5" or (sharing, e, loss) == ("all", ALBERT_E, "sop"):
+            result["pair_tasks"] = pair_task_scores(model, loss, data["pairs"])
+        runs[run_name(sharing, e, loss)] = result
+        print(row, {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}, flush=True)
+
+    n_sst2 = len(data["sst2"]["test"])
+    n_pairs = min(len(test) for _, _, _, test, _ in data["pairs"].values())
+    results = {
+        "setup": {
+            "corpus": f"Gutenberg, first {PARAGRAPHS_PER_BOOK} paragraphs of each of the 17 novels, 5% held out",
+            "tokenizer": f"albert (Unigram), {data['vocab_size']} tokens",
+            "model": {"name": "albert", **MODEL, "embedding_size": "per row"},
+            "pretraining": {
+                **TRAIN,
+                "steps": args.steps,
+                "format": "sentence_pair",
+                "masking": "whole-word n-gram, n<=3",
+            },
+            "albert_embedding_size": ALBERT_E,
+            "held_out_pairs": len(data["held_out"][0]),
+            "pair_test_examples": {task: len(pairs[3]) for task, pairs in data["pairs"].items()},
+            "probe_examples": PROBE_EXAMPLES,
+            "sst2_test_examples": n_sst2,
+            # binomial standard error of an accuracy near 0.5: the noise floor of one run
+            "accuracy_standard_error": {
+                "sst2": round(math.sqrt(0.25 / n_sst2), 3),
+                "pairs": round(math.sqrt(0.25 / n_pairs), 3),
+            },
+            "seconds": round(time.perf_counter() - started),
+        },
+        "tables": {
+            "table3": [run_name(s, e, loss) for t, _, s, e, loss in RUNS if t == "table3"],
+            "table4": [run_name(s, ALBERT_E, "sop") for s in ("all", "attention", "ffn", "none")],
+            "table5": [run_name("all", ALBERT_E, loss) for loss in ("none", "nsp", "sop")],
+            "figure1": {
+                "BERT (not-shared)": run_name("none", ALBERT_E, "sop"),
+                "ALBERT (all-shared)": run_name("all", ALBERT_E, "sop"),
+            },
+        },
+        "runs": runs,
+    }
+    print("wrote", save_results("ch05_albert", results))
+
+
+if __name__ == "__main__":
+    main()
