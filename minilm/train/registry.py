@@ -137,7 +137,11 @@ def get_objective(name: str, model: str | None = None) -> ObjectiveEntry:
         raise ConfigError(f"unknown objective {name!r}{_suggest(name, list(OBJECTIVES))}")
     entry = OBJECTIVES[name]
     if model is not None and model not in entry.models:
-        raise ConfigError(f"objective {name!r} trains {', '.join(entry.models)}, not model {model!r}")
+        theirs = [other for other, e in OBJECTIVES.items() if model in e.models]
+        raise ConfigError(
+            f"objective {name!r} trains {', '.join(entry.models)}, not model {model!r}"
+            + (f"; {model} trains with objective {', '.join(theirs)} (--objective X)" if theirs else "")
+        )
     return entry
 
 
