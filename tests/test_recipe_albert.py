@@ -3,6 +3,7 @@ embedding_size= / ngram= on the command line, pretraining that learns, fine-tuni
 through the real CLI."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -110,3 +111,23 @@ def test_bad_albert_settings_are_one_clear_message_from_the_cli(args, message, t
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in done.stderr
     assert re.search(message, lines[0]), lines[0]
     assert not (tmp_path / "run").exists()  # nothing written
+
+
+@pytest.mark.parametrize("distributed", ["ddp", "fsdp"])
+def test_two_processes_train_albert_with_a_shared_sublayer_or_say_why_not(distributed, tmp_path):
+    """DDP replicates blocks that share their attention; FSDP, which shards block by block, refuses them clearly."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m"]
+    argv = ["minilm.train", "--model", "albert", "--objective", "mlm", "corpus=tinyshakespeare", "vocab_size=400"]
+    argv += ["seq_len=32", "n_layers=2", "d_model=32", "n_heads=2", "batch_size=8", "max_steps=3", "eval_every=0"]
+    argv += ["progress=false", "sample_tokens=0", "share=attention", f"distributed={distributed}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [*launcher, *argv, f"run_dir={run_dir}"], env=env, capture_output=True, text=True, timeout=300
+    )
+    if distributed == "ddp":
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert [e["step"] for e in read_metrics(run_dir / "metrics.jsonl") if e["split"] == "train"][-1] == 3
+    else:
+        assert done.returncode != 0
+        assert "error: distributed=fsdp shards block by block, but these blocks share a sublayer" in done.stderr
