@@ -126,6 +126,40 @@ def test_resuming_into_another_model_or_a_corrupt_checkpoint_fails_cleanly(tmp_p
     assert "no config.json" in capsys.readouterr().err
 
 
+def test_lamb_from_the_command_line_is_recorded_and_resumes_only_as_lamb(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main([*TINY, "optimizer=lamb", "max_steps=2", "sample_tokens=0", f"run_dir={run_dir}"]) == 0
+    assert json.loads((run_dir / "config.json").read_text())["train"]["optimizer"] == "lamb"
+    assert ckpt.read_meta(run_dir)["config"]["train"]["optimizer"] == "lamb"
+    capsys.readouterr()
+    assert main(["--resume", str(run_dir), "optimizer=adamw", "max_steps=3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --resume {run_dir} was trained with optimizer=lamb; its optimizer state cannot ")
+    assert "continue as optimizer=adamw: drop optimizer=adamw to resume it" in err and "Traceback" not in err
+    assert main(["--resume", str(run_dir), "max_steps=3", "sample_tokens=0"]) == 0  # keeps the saved optimizer
+    assert "at step 2" in capsys.readouterr().out
+    assert json.loads((run_dir / "config.json").read_text())["train"]["optimizer"] == "lamb"
+
+
+def test_a_run_saved_before_the_optimizer_setting_resumes_as_adamw(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main([*TINY, "max_steps=2", "sample_tokens=0", f"run_dir={run_dir}"]) == 0
+    meta_file = ckpt.find_checkpoint(run_dir) / ckpt.META_FILE
+    for path, settings in ((run_dir / "config.json", None), (meta_file, "config")):  # as an older minilm wrote them
+        saved = json.loads(path.read_text())
+        train = (saved[settings] if settings else saved)["train"]
+        del train["optimizer"], train["eps"]
+        path.write_text(json.dumps(saved))
+    capsys.readouterr()
+    assert main(["--resume", str(run_dir), "optimizer=lamb", "max_steps=3"]) == 2
+    assert "was trained with optimizer=adamw; its optimizer state cannot continue as optimizer=lamb" in (
+        capsys.readouterr().err
+    )
+    assert main(["--resume", str(run_dir), "max_steps=3", "sample_tokens=0"]) == 0
+    assert "at step 2" in capsys.readouterr().out
+    assert json.loads((run_dir / "config.json").read_text())["train"]["optimizer"] == "adamw"
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -249,6 +283,8 @@ def binary_corpus(tmp_path_factory):
         (["seed=-1"], "seed must be >= 0, got -1"),
         (["train.seed=-1"], "seed must be between 0 and 2**32 - 1, got -1"),
         (["threads=-2"], "threads must be >= 0 (torch's default), got -2"),
+        (["optimizer=sgd"], "optimizer='sgd' is not one of adamw, lamb"),
+        (["eps=-1e-8"], "eps must be between 0.0 and 1.0, got -1e-08"),
         (["model.n_heads=3"], "d_model=32 is not divisible by n_heads=3: choose n_heads among 1, 2, 4, 8, 16, 32"),
         (["--model", "bert", "--objective", "mlm", "model.n_heads=3"], "d_model=32 is not divisible by n_heads=3"),
         (["--model", "roberta", "--objective", "mlm", "model.n_heads=5"], "not divisible by n_heads=5"),
@@ -294,6 +330,7 @@ def test_a_corpus_that_is_not_utf8_text_names_the_file(content, message, tmp_pat
         (["vocab_size=5"], "vocab_size=5 is too small for gpt2"),
         (["log_every=0"], "log_every must be at least 1, got 0"),
         (["device=banana"], "device='banana' is not a device name"),
+        (["optimizer=LAMB"], "optimizer='LAMB' is not one of adamw, lamb"),
     ],
 )
 def test_fine_tuning_settings_are_one_error_line(args, message, tmp_path):
