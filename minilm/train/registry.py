@@ -168,6 +168,13 @@ def model_config(entry: ModelEntry, size: str, vocab_size: int, overrides: dict)
     return update(config, overrides, "model")
 
 
+def needed_settings(entry: ModelEntry, objective: ObjectiveEntry) -> dict:
+    """What ``objective`` needs of a model of ``entry``: its ``model_settings`` that the model's config has (an
+    objective of several families may set a head that only some of them have, e.g. ALBERT's SOP head)."""
+    fields = {f.name for f in dataclasses.fields(entry.config_class)}
+    return {key: value for key, value in objective.model_settings.items() if key in fields}
+
+
 def build_model(entry: ModelEntry, config, tokenizer=None) -> nn.Module:
     """A fresh model from ``config``; one that reads its vocabulary (ELMo spells tokens) is shown ``tokenizer``."""
     model = entry.build(config)
