@@ -88,7 +88,10 @@ def test_a_toml_config_with_overrides(tmp_path, capsys):
         (["--model", "bert", "--objective", "mlm", "objective.formt=x"], "unknown objective key 'formt'; did you mean"),
         (["--model", "bert", "--objective", "mlm", "maskng=static"], "unknown key 'maskng'; did you mean 'masking'?"),
         (["--model", "bert", "--objective", "mlm", "format=pairs"], "format='pairs' is not one of segment_pair"),
-        (["format=segment_pair"], "format= is a setting of objective mlm, mlm+nsp, not of clm (it takes no settings)"),
+        (
+            ["format=segment_pair"],
+            "format= is a setting of objective mlm, mlm+nsp, mlm+sop, not of clm (it takes no settings)",
+        ),
         (["objective.format=doc"], "objective 'clm' takes no settings: objective.format has nothing to set (format is"),
         (["--model", "bert", "--objective", "mlm", "whole_word=maybe"], "objective key 'whole_word' expects bool"),
     ],
@@ -183,7 +186,8 @@ def test_next_sentence_prediction_needs_pairs(tmp_path, capsys):
     assert main([*TINY[:3], *args]) == 2
     assert "needs sentence pairs" in capsys.readouterr().err
     assert main([*TINY[:3], "--model", "gpt", "--objective", "mlm", f"run_dir={tmp_path}"]) == 2
-    assert "objective 'mlm' trains bert, roberta, not model 'gpt'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "objective 'mlm' trains bert, roberta, albert, not model 'gpt'; gpt trains with objective clm" in err
 
 
 def test_objective_settings_from_toml_and_command_line_are_recorded_and_resumed(tmp_path, capsys):
@@ -195,7 +199,7 @@ def test_objective_settings_from_toml_and_command_line_are_recorded_and_resumed(
     args += ["format=doc_sentences", "vocab_size=600", "max_steps=2", "sample_tokens=0", f"run_dir={run_dir}"]
     assert main([*tiny, *args]) == 0  # the command line's format= wins over the file's
     recorded = json.loads((run_dir / "config.json").read_text())
-    expected = {"format": "doc_sentences", "masking": "static", "whole_word": True}
+    expected = {"format": "doc_sentences", "masking": "static", "whole_word": True, "ngram": 1}
     assert recorded["objective"] == expected and "format" not in recorded["job"]
     assert main(["--resume", str(run_dir), "max_steps=3"]) == 0  # the resumed run keeps the objective's settings
     assert json.loads((run_dir / "config.json").read_text())["objective"] == expected
@@ -214,13 +218,16 @@ def test_a_run_saved_before_objectives_had_settings_still_resumes(tmp_path, caps
     assert main([*TINY, "max_steps=2", "sample_tokens=0", f"run_dir={gpt_dir}"]) == 0
     for run_dir, old in ((bert_dir, None), (gpt_dir, {"format": "full_sentences", "masking": "dynamic"})):
         config = json.loads((run_dir / "config.json").read_text())  # rewritten as an older minilm wrote it
-        config["job"].update(config.pop("objective") or old, whole_word=False)
+        saved = config.pop("objective") or old
+        saved.pop("ngram", None)  # a setting those runs did not have
+        config["job"].update(saved, whole_word=False)
         (run_dir / "config.json").write_text(json.dumps(config))
     assert main(["--resume", str(bert_dir), "max_steps=3"]) == 0
     assert json.loads((bert_dir / "config.json").read_text())["objective"] == {
         "format": "doc_sentences",
         "masking": "static",
         "whole_word": False,
+        "ngram": 1,  # the default, as those runs masked
     }
     assert main(["--resume", str(gpt_dir), "max_steps=3"]) == 0
     assert "format" not in json.loads((gpt_dir / "config.json").read_text())["job"]
@@ -243,9 +250,8 @@ def test_a_short_key_of_the_run_and_the_objective_is_ambiguous(tmp_path, monkeyp
     assert "train.seed=3 or objective.seed=3" in err
     assert main([*TINY, "--objective", "mlm", "--model", "bert", "smoothing=0.1", f"run_dir={tmp_path}"]) == 2
     err = capsys.readouterr().err
-    assert "smoothing= is a setting of objective smoothed, not of mlm (its settings: format, masking, whole_word)" in (
-        err
-    )
+    settings = "format, masking, whole_word, ngram"
+    assert f"smoothing= is a setting of objective smoothed, not of mlm (its settings: {settings})" in err
     run = [*TINY, "--objective", "smoothed", "smoothing=0.1", "objective.seed=2", "job.seed=1", "max_steps=1"]
     assert main([*run, "sample_tokens=0", f"run_dir={tmp_path}"]) == 0  # qualified keys are never ambiguous
     recorded = json.loads((tmp_path / "config.json").read_text())
