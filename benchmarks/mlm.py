@@ -183,9 +183,10 @@ def full_vocab_mlm_loss(model, batch) -> LossOutput:
     return LossOutput(loss, n_tokens=int(batch["attention_mask"].sum()))
 
 
-def transformers_step(model, data, collate, batch_size: int, fused: bool | None):
+def transformers_step(model, data, collate, batch_size: int, fused: bool | None, labels=("labels",)):
     """The Trainer's step for a transformers model: the same batches (same order and collate), AdamW groups and
-    settings, clipping and schedule; the loss is the model's own from ``labels=``."""
+    settings, clipping and schedule; the loss is the model's own from ``labels=`` (and the other ``labels`` keys,
+    e.g. ALBERT's ``sentence_order_label``)."""
     config = train_config(batch_size)
     optimizer = torch.optim.AdamW(
         parameter_groups(model, config.weight_decay), lr=config.lr, betas=(config.beta1, config.beta2), fused=fused
@@ -202,7 +203,7 @@ def transformers_step(model, data, collate, batch_size: int, fused: bool | None)
             input_ids=batch["input_ids"],
             attention_mask=batch["attention_mask"],
             token_type_ids=batch["token_type_ids"],
-            labels=batch["labels"],
+            **{key: batch[key] for key in labels},
         ).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)

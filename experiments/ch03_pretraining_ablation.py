@@ -37,7 +37,14 @@ from minilm.finetune.config import FinetuneConfig  # noqa: E402
 from minilm.tokenizers import train_tokenizer  # noqa: E402
 from minilm.train import checkpoint as ckpt  # noqa: E402
 from minilm.train.pretrain import PretrainConfig, run_config, split_documents  # noqa: E402
-from minilm.train.registry import build_model, get_model, get_objective, model_config, objective_config  # noqa: E402
+from minilm.train.registry import (  # noqa: E402
+    build_model,
+    get_model,
+    get_objective,
+    model_config,
+    needed_settings,
+    objective_config,
+)
 from minilm.train.trainer import TrainConfig, Trainer, default_collate, read_metrics  # noqa: E402
 from minilm.utils import reproducible, seed_all  # noqa: E402
 
@@ -79,7 +86,7 @@ def pretrain(model: str, objective: str, settings: dict, name: str, steps: int =
     tokenizer = train_tokenizer([d.text for d in train_docs], family=entry.tokenizer_family, vocab_size=VOCAB_SIZE)
     examples, collate = task.prepare(train_docs, tokenizer, job, settings)
     seed_all(0)
-    config = model_config(entry, "tiny", tokenizer.vocab_size, {**SIZE, **settings, **task.model_settings})
+    config = model_config(entry, "tiny", tokenizer.vocab_size, {**SIZE, **settings, **needed_settings(entry, task)})
     trainer = Trainer(
         build_model(entry, config, tokenizer),
         task.loss,

@@ -69,6 +69,14 @@ def test_two_processes_log_the_losses_of_one(single, tmp_path, extra):
     assert json.loads((tmp_path / "run" / "checkpoints" / "step_00000006" / "meta.json").read_text())["step"] == 6
 
 
+def test_lamb_under_fsdp_logs_the_losses_of_one_process(tmp_path):
+    """LAMB's trust ratio needs each tensor's whole norm: FSDP's shards reduce theirs (per-shard norms drift 1e-4)."""
+    one, _ = train(tmp_path / "one", "optimizer=lamb", "lr=0.1")
+    sharded, _ = train(tmp_path / "two", "optimizer=lamb", "lr=0.1", "distributed=fsdp", processes=2)
+    assert losses(sharded, "train") == pytest.approx(losses(one, "train"), rel=1e-5)
+    assert losses(sharded, "validation") == pytest.approx(losses(one, "validation"), rel=1e-5)
+
+
 def test_fsdp_checkpoints_resume_where_a_crashed_run_stopped(single, tmp_path):
     run_dir = tmp_path / "run"
     train(run_dir, "distributed=fsdp", "save_every=3", processes=2)

@@ -207,6 +207,15 @@ def test_resume_continues_the_run(tmp_path):
     assert results["step"] == 6 and results["task"] == "rte"
 
 
+def test_fine_tuning_with_lamb_is_recorded_and_resumes_only_as_lamb(tmp_path, capsys):
+    code, results = finetune(tmp_path, "rte", "optimizer=lamb", "max_steps=2")
+    assert code == 0 and results["config"]["train"]["optimizer"] == "lamb"
+    assert main(["--resume", str(tmp_path), "optimizer=adamw", "max_steps=3"]) == 2
+    assert f"error: --resume {tmp_path} was trained with optimizer=lamb" in capsys.readouterr().err
+    assert main(["--resume", str(tmp_path), "max_steps=3"]) == 0
+    assert json.loads((tmp_path / "results.json").read_text())["config"]["train"]["optimizer"] == "lamb"
+
+
 def test_settings_resolve_from_defaults_toml_and_command_line(tmp_path):
     toml = tmp_path / "job.toml"
     toml.write_text('[job]\ntask = "rte"\nmax_length = 96\n[train]\nlr = 1e-3\nmax_steps = 50\n[model]\nn_layers = 2\n')

@@ -88,7 +88,10 @@ def test_a_toml_config_with_overrides(tmp_path, capsys):
         (["--model", "bert", "--objective", "mlm", "objective.formt=x"], "unknown objective key 'formt'; did you mean"),
         (["--model", "bert", "--objective", "mlm", "maskng=static"], "unknown key 'maskng'; did you mean 'masking'?"),
         (["--model", "bert", "--objective", "mlm", "format=pairs"], "format='pairs' is not one of segment_pair"),
-        (["format=segment_pair"], "format= is a setting of objective mlm, mlm+nsp, not of clm (it takes no settings)"),
+        (
+            ["format=segment_pair"],
+            "format= is a setting of objective mlm, mlm+nsp, mlm+sop, not of clm (it takes no settings)",
+        ),
         (["objective.format=doc"], "objective 'clm' takes no settings: objective.format has nothing to set (format is"),
         (["--model", "bert", "--objective", "mlm", "whole_word=maybe"], "objective key 'whole_word' expects bool"),
     ],
@@ -126,6 +129,40 @@ def test_resuming_into_another_model_or_a_corrupt_checkpoint_fails_cleanly(tmp_p
     assert "no config.json" in capsys.readouterr().err
 
 
+def test_lamb_from_the_command_line_is_recorded_and_resumes_only_as_lamb(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main([*TINY, "optimizer=lamb", "max_steps=2", "sample_tokens=0", f"run_dir={run_dir}"]) == 0
+    assert json.loads((run_dir / "config.json").read_text())["train"]["optimizer"] == "lamb"
+    assert ckpt.read_meta(run_dir)["config"]["train"]["optimizer"] == "lamb"
+    capsys.readouterr()
+    assert main(["--resume", str(run_dir), "optimizer=adamw", "max_steps=3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --resume {run_dir} was trained with optimizer=lamb; its optimizer state cannot ")
+    assert "continue as optimizer=adamw: drop optimizer=adamw to resume it" in err and "Traceback" not in err
+    assert main(["--resume", str(run_dir), "max_steps=3", "sample_tokens=0"]) == 0  # keeps the saved optimizer
+    assert "at step 2" in capsys.readouterr().out
+    assert json.loads((run_dir / "config.json").read_text())["train"]["optimizer"] == "lamb"
+
+
+def test_a_run_saved_before_the_optimizer_setting_resumes_as_adamw(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main([*TINY, "max_steps=2", "sample_tokens=0", f"run_dir={run_dir}"]) == 0
+    meta_file = ckpt.find_checkpoint(run_dir) / ckpt.META_FILE
+    for path, settings in ((run_dir / "config.json", None), (meta_file, "config")):  # as an older minilm wrote them
+        saved = json.loads(path.read_text())
+        train = (saved[settings] if settings else saved)["train"]
+        del train["optimizer"], train["eps"]
+        path.write_text(json.dumps(saved))
+    capsys.readouterr()
+    assert main(["--resume", str(run_dir), "optimizer=lamb", "max_steps=3"]) == 2
+    assert "was trained with optimizer=adamw; its optimizer state cannot continue as optimizer=lamb" in (
+        capsys.readouterr().err
+    )
+    assert main(["--resume", str(run_dir), "max_steps=3", "sample_tokens=0"]) == 0
+    assert "at step 2" in capsys.readouterr().out
+    assert json.loads((run_dir / "config.json").read_text())["train"]["optimizer"] == "adamw"
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -149,7 +186,8 @@ def test_next_sentence_prediction_needs_pairs(tmp_path, capsys):
     assert main([*TINY[:3], *args]) == 2
     assert "needs sentence pairs" in capsys.readouterr().err
     assert main([*TINY[:3], "--model", "gpt", "--objective", "mlm", f"run_dir={tmp_path}"]) == 2
-    assert "objective 'mlm' trains bert, roberta, not model 'gpt'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "objective 'mlm' trains bert, roberta, albert, not model 'gpt'; gpt trains with objective clm" in err
 
 
 def test_objective_settings_from_toml_and_command_line_are_recorded_and_resumed(tmp_path, capsys):
@@ -161,7 +199,7 @@ def test_objective_settings_from_toml_and_command_line_are_recorded_and_resumed(
     args += ["format=doc_sentences", "vocab_size=600", "max_steps=2", "sample_tokens=0", f"run_dir={run_dir}"]
     assert main([*tiny, *args]) == 0  # the command line's format= wins over the file's
     recorded = json.loads((run_dir / "config.json").read_text())
-    expected = {"format": "doc_sentences", "masking": "static", "whole_word": True}
+    expected = {"format": "doc_sentences", "masking": "static", "whole_word": True, "ngram": 1}
     assert recorded["objective"] == expected and "format" not in recorded["job"]
     assert main(["--resume", str(run_dir), "max_steps=3"]) == 0  # the resumed run keeps the objective's settings
     assert json.loads((run_dir / "config.json").read_text())["objective"] == expected
@@ -180,13 +218,16 @@ def test_a_run_saved_before_objectives_had_settings_still_resumes(tmp_path, caps
     assert main([*TINY, "max_steps=2", "sample_tokens=0", f"run_dir={gpt_dir}"]) == 0
     for run_dir, old in ((bert_dir, None), (gpt_dir, {"format": "full_sentences", "masking": "dynamic"})):
         config = json.loads((run_dir / "config.json").read_text())  # rewritten as an older minilm wrote it
-        config["job"].update(config.pop("objective") or old, whole_word=False)
+        saved = config.pop("objective") or old
+        saved.pop("ngram", None)  # a setting those runs did not have
+        config["job"].update(saved, whole_word=False)
         (run_dir / "config.json").write_text(json.dumps(config))
     assert main(["--resume", str(bert_dir), "max_steps=3"]) == 0
     assert json.loads((bert_dir / "config.json").read_text())["objective"] == {
         "format": "doc_sentences",
         "masking": "static",
         "whole_word": False,
+        "ngram": 1,  # the default, as those runs masked
     }
     assert main(["--resume", str(gpt_dir), "max_steps=3"]) == 0
     assert "format" not in json.loads((gpt_dir / "config.json").read_text())["job"]
@@ -209,9 +250,8 @@ def test_a_short_key_of_the_run_and_the_objective_is_ambiguous(tmp_path, monkeyp
     assert "train.seed=3 or objective.seed=3" in err
     assert main([*TINY, "--objective", "mlm", "--model", "bert", "smoothing=0.1", f"run_dir={tmp_path}"]) == 2
     err = capsys.readouterr().err
-    assert "smoothing= is a setting of objective smoothed, not of mlm (its settings: format, masking, whole_word)" in (
-        err
-    )
+    settings = "format, masking, whole_word, ngram"
+    assert f"smoothing= is a setting of objective smoothed, not of mlm (its settings: {settings})" in err
     run = [*TINY, "--objective", "smoothed", "smoothing=0.1", "objective.seed=2", "job.seed=1", "max_steps=1"]
     assert main([*run, "sample_tokens=0", f"run_dir={tmp_path}"]) == 0  # qualified keys are never ambiguous
     recorded = json.loads((tmp_path / "config.json").read_text())
@@ -249,6 +289,8 @@ def binary_corpus(tmp_path_factory):
         (["seed=-1"], "seed must be >= 0, got -1"),
         (["train.seed=-1"], "seed must be between 0 and 2**32 - 1, got -1"),
         (["threads=-2"], "threads must be >= 0 (torch's default), got -2"),
+        (["optimizer=sgd"], "optimizer='sgd' is not one of adamw, lamb"),
+        (["eps=-1e-8"], "eps must be between 0.0 and 1.0, got -1e-08"),
         (["model.n_heads=3"], "d_model=32 is not divisible by n_heads=3: choose n_heads among 1, 2, 4, 8, 16, 32"),
         (["--model", "bert", "--objective", "mlm", "model.n_heads=3"], "d_model=32 is not divisible by n_heads=3"),
         (["--model", "roberta", "--objective", "mlm", "model.n_heads=5"], "not divisible by n_heads=5"),
@@ -294,6 +336,7 @@ def test_a_corpus_that_is_not_utf8_text_names_the_file(content, message, tmp_pat
         (["vocab_size=5"], "vocab_size=5 is too small for gpt2"),
         (["log_every=0"], "log_every must be at least 1, got 0"),
         (["device=banana"], "device='banana' is not a device name"),
+        (["optimizer=LAMB"], "optimizer='LAMB' is not one of adamw, lamb"),
     ],
 )
 def test_fine_tuning_settings_are_one_error_line(args, message, tmp_path):

@@ -8,6 +8,7 @@ import pytest
 from minilm.models.bert import BertConfig
 from minilm.models.elmo import ELMoConfig
 from minilm.train.config import ConfigError, from_dict, to_dict, update
+from minilm.train.trainer import TrainConfig
 
 
 @dataclass
@@ -48,8 +49,9 @@ def round_trip(config):
         Outer(Inner(4, 0.5, "x"), Inner(1), [Inner(3), Inner(5, 0.0)], (3, 4, 5), (7, "b"), {"a": 1.5}, True),
         BertConfig(n_layers=3, d_model=64, n_heads=4, nsp=False),
         ELMoConfig(filters=((1, 8), (2, 16)), hidden_size=32, projection_dim=16),
+        TrainConfig(optimizer="lamb", eps=1e-6, weight_decay=0.01),
     ],
-    ids=["defaults", "nested", "bert", "elmo"],
+    ids=["defaults", "nested", "bert", "elmo", "train-lamb"],
 )
 def test_configs_round_trip_through_json(config):
     back = round_trip(config)
@@ -98,6 +100,17 @@ def test_a_section_name_and_the_configs_own_checks_show_in_errors():
         from_dict(Required, {})
     with pytest.raises(ConfigError, match="must be a table of keys"):
         from_dict(Outer, [1, 2])
+
+
+def test_the_optimizer_is_one_of_adamw_and_lamb():
+    assert TrainConfig().optimizer == "adamw" and from_dict(TrainConfig, {}).optimizer == "adamw"  # older runs
+    assert update(TrainConfig(), {"optimizer": "lamb"}, "train").optimizer == "lamb"
+    with pytest.raises(ConfigError, match="optimizer='adam' is not one of adamw, lamb"):
+        update(TrainConfig(), {"optimizer": "adam"}, "train")
+    with pytest.raises(ConfigError, match="optimizer='sgd' is not one of adamw, lamb"):
+        from_dict(TrainConfig, {"optimizer": "sgd"})
+    with pytest.raises(ConfigError, match="eps must be between 0.0 and 1.0, got nan"):
+        update(TrainConfig(), {"eps": "nan"}, "train")
 
 
 def test_update_checks_typed_values_like_from_dict():

@@ -1,4 +1,4 @@
-"""The Trainer: schedules, AdamW groups, accumulation, exact resume, NaN and Ctrl-C handling, precision, logs."""
+"""The Trainer: schedules, optimizer groups, accumulation, exact resume, NaN and Ctrl-C handling, precision, logs."""
 
 import dataclasses
 import math

@@ -123,7 +123,7 @@ register_objective(
         perplexity=True,
         config_class=MaskedLMConfig,
         description="masked LM: predict 15% of the tokens, masked 80/10/10",
-        model_settings={"nsp": False, "sop": False},
+        model_settings={"nsp": False, "sop": False, "pooler": False},  # every parameter trained: DDP needs it
     )
 )
 register_objective(

@@ -327,6 +327,7 @@ def _checked(path: str | os.PathLike, model: nn.Module, strict: bool) -> tuple[P
     elif not saved.keys() & here.keys():
         problems.append("they have no tensor names in common")
     if problems:
+        problems = _config_differences(meta.get("model_config"), _model_config(model)) + problems
         saved_from, this = (meta["model_class"], meta["vocab_size"]), (model_class_name(model), _vocab_size(model))
         raise CheckpointError(
             f"checkpoint {checkpoint} was saved from {_described(*saved_from)}; this model is {_described(*this)} — "
@@ -335,6 +336,14 @@ def _checked(path: str | os.PathLike, model: nn.Module, strict: bool) -> tuple[P
         )
     _verify_file(checkpoint, meta, MODEL_FILE)
     return checkpoint, meta
+
+
+def _config_differences(saved: dict | None, here: dict | None) -> list[str]:
+    """The model settings that differ between the checkpoint and this model (e.g. ALBERT's share), first."""
+    if not isinstance(saved, dict) or not isinstance(here, dict):
+        return []
+    keys = [key for key in here if key in saved and saved[key] != here[key]]
+    return [f"{key}={saved[key]!r} in the checkpoint but {here[key]!r} here" for key in keys]
 
 
 def _listed(what: str, names: set[str], shown: int = 3) -> list[str]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from minilm.train import checkpoint as ckpt
 from minilm.train.config import ConfigError, read_toml, split_overrides, update
 from minilm.train.run_dir import new_run_dir
+from minilm.train.trainer import check_same_optimizer
 
 SECTIONS = ("job", "train", "model", "objective")
 SHORT = ""  # the command line layer's short keys (key=value without a section), see command_line_layer
@@ -189,6 +190,7 @@ def resolve_layers(
                     f"--resume {resume} continues a run of {key} {saved_job[key]!r}, not {getattr(job, key)!r}: "
                     f"drop {key}={getattr(job, key)}, or start a new run in another run_dir"
                 )
+        check_same_optimizer(saved, train.optimizer, f"--resume {resume}")  # now, before any data is read
         train = dataclasses.replace(train, run_dir=str(run_dir))
     return job, train, open_sections
 

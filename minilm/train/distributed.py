@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from minilm.train.config import ConfigError
 from minilm.train.device import resolve_device
 
 # ------------------------------------------------------------------------------------------ FSDP state dicts
@@ -110,7 +112,14 @@ class DistributedContext:
             from torch.distributed.fsdp import fully_shard
 
             body = model if layers_of is None else layers_of
-            for layer in getattr(getattr(body, "decoder", None) or getattr(body, "encoder", body), "layers", []):
+            layers = list(getattr(getattr(body, "decoder", None) or getattr(body, "encoder", body), "layers", []))
+            owners = Counter(id(p) for layer in layers for p in layer.parameters())
+            if any(n > 1 for n in owners.values()):
+                raise ConfigError(
+                    "distributed=fsdp shards block by block, but these blocks share a sublayer (ALBERT's "
+                    "share=attention or share=ffn); use distributed=ddp, or share=all or share=none"
+                )
+            for layer in layers:
                 fully_shard(layer)  # shard block by block, then the rest
             return fully_shard(model)
         device_ids = [self.device.index] if self.device.type == "cuda" else None

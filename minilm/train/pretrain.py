@@ -35,6 +35,7 @@ from minilm.train.registry import (
     get_model,
     get_objective,
     model_config,
+    needed_settings,
     objective_config,
     objective_keys,
     objectives,
@@ -152,12 +153,9 @@ def build_tokenizer(
 
 
 def job_model_config(job: PretrainConfig, model_overrides: dict, vocab_size: int, settings: dict):
-    """The job's model config (``settings``: what the objective needs of a model with those fields, e.g. an NSP head,
-    applied last), checked to take the job's sequences."""
-    entry = get_model(job.model)
-    fields = {f.name for f in dataclasses.fields(entry.config_class)}
-    needs = {key: value for key, value in settings.items() if key in fields}  # BERT has no SOP head to turn off
-    config = model_config(entry, job.size, vocab_size, {**model_overrides, **needs})
+    """The job's model config (``settings``: what the objective needs of it, e.g. an NSP head, applied last), checked
+    to take the job's sequences."""
+    config = model_config(get_model(job.model), job.size, vocab_size, {**model_overrides, **settings})
     max_len = getattr(config, "max_len", None)
     if max_len is not None and job.seq_len > max_len:
         raise ConfigError(
@@ -172,7 +170,7 @@ def check_job(job: PretrainConfig, train: TrainConfig, model_overrides: dict, ob
     holds the tokenizer family's special tokens and alphabet, the model's config (heads, sizes) and seq_len fit."""
     resolve_device(train.device)
     registry.check_vocab_size(get_model(job.model), job.vocab_size)
-    job_model_config(job, model_overrides, job.vocab_size, objective.model_settings)
+    job_model_config(job, model_overrides, job.vocab_size, needed_settings(get_model(job.model), objective))
 
 
 def build_model(job: PretrainConfig, model_overrides: dict, tokenizer, settings: dict):
@@ -218,7 +216,7 @@ def run(
     except ValueError as err:
         raise ConfigError(f"corpus {job.corpus!r} is too small for seq_len={job.seq_len}: {err}") from None
     seed_all(train.seed)  # the same initial weights in every process and every rerun
-    model, config = build_model(job, model_overrides, tokenizer, objective.model_settings)
+    model, config = build_model(job, model_overrides, tokenizer, needed_settings(get_model(job.model), objective))
     trainer = Trainer(
         objective.wrap_model(model, config, settings, tokenizer),
         objective.loss,

@@ -137,7 +137,11 @@ def get_objective(name: str, model: str | None = None) -> ObjectiveEntry:
         raise ConfigError(f"unknown objective {name!r}{_suggest(name, list(OBJECTIVES))}")
     entry = OBJECTIVES[name]
     if model is not None and model not in entry.models:
-        raise ConfigError(f"objective {name!r} trains {', '.join(entry.models)}, not model {model!r}")
+        theirs = [other for other, e in OBJECTIVES.items() if model in e.models]
+        raise ConfigError(
+            f"objective {name!r} trains {', '.join(entry.models)}, not model {model!r}"
+            + (f"; {model} trains with objective {', '.join(theirs)} (--objective X)" if theirs else "")
+        )
     return entry
 
 
@@ -162,6 +166,13 @@ def model_config(entry: ModelEntry, size: str, vocab_size: int, overrides: dict)
     check_size(entry, size)
     config = update(entry.config_class(), {**entry.sizes[size], "vocab_size": vocab_size}, "model")
     return update(config, overrides, "model")
+
+
+def needed_settings(entry: ModelEntry, objective: ObjectiveEntry) -> dict:
+    """What ``objective`` needs of a model of ``entry``: its ``model_settings`` that the model's config has (an
+    objective of several families may set a head that only some of them have, e.g. ALBERT's SOP head)."""
+    fields = {f.name for f in dataclasses.fields(entry.config_class)}
+    return {key: value for key, value in objective.model_settings.items() if key in fields}
 
 
 def build_model(entry: ModelEntry, config, tokenizer=None) -> nn.Module:

@@ -9,7 +9,8 @@ What a step does (``config.grad_accum`` micro-batches, on every process of a dis
     for each micro-batch:          out = loss_fn(model, batch) under autocast
                                    backward of sum_k w_k * out.parts[k] * n_k / N_k * world_size
                                    (without counts: out.loss / grad_accum; DDP all-reduces on the last one only)
-    clip the gradient norm;        optimizer.step() (AdamW, no weight decay on biases and norms)
+    clip the gradient norm;        optimizer.step() (AdamW, or LAMB with optimizer="lamb"; no weight decay on
+                                   biases and norms, nor LAMB's layer-wise trust ratio)
     scheduler.step()               (linear warm-up, then linear or cosine decay to min_lr_ratio * lr)
 
 Exact big batches: a loss that is a mean over a varying number of units (MLM's masked tokens, a padded tagger's
@@ -46,6 +47,7 @@ from minilm.train import checkpoint as ckpt
 from minilm.train.config import ConfigError, choice, to_dict
 from minilm.train.device import parse_device, resolve_precision
 from minilm.train.distributed import DistributedContext
+from minilm.train.lamb import Lamb
 from minilm.train.rng import capture_rng_state, restore_rng_state
 
 
@@ -53,6 +55,7 @@ class TrainingError(RuntimeError):
     """Training cannot go on (e.g. the loss is NaN); the message says what was kept and what to try."""
 
 
+OPTIMIZERS = ("adamw", "lamb")  # TrainConfig.optimizer: torch's AdamW, or minilm.train.lamb.Lamb
 ZERO_MEANS = {  # TrainConfig's counts that may be 0, and what 0 means
     "warmup_steps": "no warm-up",
     "eval_every": "evaluate only at the end",
@@ -63,6 +66,7 @@ ZERO_MEANS = {  # TrainConfig's counts that may be 0, and what 0 means
 FLOAT_RANGES = {  # TrainConfig's other floats: their valid closed ranges
     "min_lr_ratio": (0.0, 1.0),
     "weight_decay": (0.0, math.inf),
+    "eps": (0.0, 1.0),
     "beta1": (0.0, 1.0),
     "beta2": (0.0, 1.0),
     "grad_clip": (0.0, math.inf),
@@ -108,9 +112,11 @@ class TrainConfig:
     schedule: str = "cosine"  # decay after warm-up: "cosine", "linear" or "constant"
     warmup_steps: int = 50  # linear warm-up from 0
     max_steps: int = 500  # optimizer steps in the whole run
-    weight_decay: float = 0.1  # AdamW decay of matrices and embeddings (never biases or norm weights)
+    optimizer: str = "adamw"  # "adamw", or "lamb" (ALBERT's: each layer's step scaled to lr x its weights' norm)
+    weight_decay: float = 0.1  # decoupled decay of matrices and embeddings (never biases or norm weights)
     beta1: float = 0.9
     beta2: float = 0.95
+    eps: float = 1e-8  # added to sqrt(v) in the optimizer's denominator (BERT and ALBERT used 1e-6)
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
     # hardware
     device: str = "auto"  # "auto" (cuda, then mps, then cpu), "cpu", "cuda", "cuda:1", "mps"
@@ -130,6 +136,7 @@ class TrainConfig:
     progress: bool = True  # tqdm progress bar with loss, lr and tokens/s
 
     def validate(self) -> None:
+        choice(self.optimizer, OPTIMIZERS, "optimizer")
         choice(self.schedule, ("cosine", "linear", "constant"), "schedule")
         choice(self.precision, ("auto", "fp32", "bf16", "fp16"), "precision")
         choice(self.distributed, ("ddp", "fsdp"), "distributed")
@@ -173,7 +180,7 @@ RESERVED = ("loss", "step", "split", "lr", "tokens_per_s", "epoch", "perplexity"
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW groups: decay matrices and embeddings; never biases or normalisation weights (1-D tensors)."""
+    """The optimizer's groups: decay matrices and embeddings; never biases or normalisation weights (1-D tensors)."""
     decay, no_decay, seen = [], [], set()
     for p in model.parameters():
         if not p.requires_grad or id(p) in seen:  # tied weights appear once
@@ -181,6 +188,32 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
         seen.add(id(p))
         (decay if p.dim() >= 2 else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def build_optimizer(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
+    """``config.optimizer`` over :func:`parameter_groups`: AdamW, or LAMB, whose no-decay group (biases, norms) also
+    goes without the layer-wise trust ratio, as in ALBERT's lamb_optimizer.py."""
+    groups, betas = parameter_groups(model, config.weight_decay), (config.beta1, config.beta2)
+    if config.optimizer == "lamb":
+        decay, no_decay = groups
+        return Lamb([decay, {**no_decay, "layer_adaptation": False}], lr=config.lr, betas=betas, eps=config.eps)
+    fused = device.type in ("cuda", "cpu")
+    return torch.optim.AdamW(groups, lr=config.lr, betas=betas, eps=config.eps, fused=fused)
+
+
+def check_same_optimizer(saved_config: dict | None, optimizer: str, resumed: str) -> None:
+    """Refuse to resume a run with another optimizer than it was saved with: its state (moments, step counts, the
+    groups' settings) is that optimizer's. ``saved_config``: the run's saved settings (config.json, or a checkpoint's
+    meta.json ``config``); a run saved before TrainConfig.optimizer existed trained with AdamW."""
+    saved_train = saved_config.get("train") if isinstance(saved_config, dict) else None
+    if not isinstance(saved_train, dict):  # not saved by the Trainer: nothing to compare
+        return
+    saved = saved_train.get("optimizer", "adamw")
+    if saved != optimizer:
+        raise ConfigError(
+            f"{resumed} was trained with optimizer={saved}; its optimizer state cannot continue as "
+            f"optimizer={optimizer}: drop optimizer={optimizer} to resume it, or start a new run in another run_dir"
+        )
 
 
 class LossModule(nn.Module):
@@ -329,12 +362,7 @@ class Trainer:
         self.loss_module = LossModule(self.model, loss_fn)
         # Wrap before building the optimizer: FSDP replaces the parameters with sharded ones.
         self.wrapped = self.dist.wrap(self.loss_module, config.distributed, layers_of=self.model)
-        self.optimizer = torch.optim.AdamW(
-            parameter_groups(self.model, config.weight_decay),
-            lr=config.lr,
-            betas=(config.beta1, config.beta2),
-            fused=self.device.type in ("cuda", "cpu"),
-        )
+        self.optimizer = build_optimizer(self.model, config, self.device)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(config))
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
         if config.compile:
@@ -576,9 +604,12 @@ class Trainer:
     def resume(self, path: str | Path) -> int:
         """Restore model, optimizer, scheduler, scaler, RNG and data position; return the step reached.
 
-        Call it right before :meth:`fit`: the random generators are restored to their state at the save.
+        Call it right before :meth:`fit`: the random generators are restored to their state at the save. The run
+        must go on with the optimizer it was saved with (``config.optimizer``).
         """
-        state = ckpt.load_checkpoint(path, self.model, self.optimizer, self.scheduler, self.scaler)
+        checkpoint = ckpt.find_checkpoint(path)
+        check_same_optimizer(ckpt.read_meta(checkpoint).get("config"), self.config.optimizer, str(path))
+        state = ckpt.load_checkpoint(checkpoint, self.model, self.optimizer, self.scheduler, self.scaler)
         self.step, self._eval_pending = int(state["step"]), bool(state.get("eval_pending", False))
         if self.step > self.config.max_steps:
             raise ConfigError(
