@@ -32,7 +32,7 @@
 # | next sentence prediction (NSP) | sentence-order prediction (SOP) | §3.1, Table 5 |
 # | single tokens masked | n-grams of up to 3 words masked | §4.1 |
 # | Adam, batch 256 | LAMB, batch 4,096 | §4.1 |
-# | WordPiece, dropout 0.1 | SentencePiece (Unigram), no dropout | §4.1, §4.10 |
+# | WordPiece, dropout 0.1 | SentencePiece (Unigram), no dropout | §4.1, §4.8 |
 #
 # ALBERT-base has 12M parameters where BERT-base has 108M; ALBERT-xxlarge (width 4,096) has fewer than
 # BERT-large and set new records on GLUE, SQuAD 2.0 and RACE. But fewer parameters is not less computation, as the
@@ -79,11 +79,11 @@ reproducible(seed=0, threads=1)
 # ## 1. Where BERT's parameters are
 #
 # BERT ties its token embedding to its hidden size: the table of $V$ token vectors is $V \times H$. For BERT-base
-# that is 30,522 × 768 = 23.4M parameters, a fifth of the model, and each step updates only the rows of the tokens
-# in its batch. Widening BERT widens this table too. ALBERT's argument (§3.1): token embeddings "are meant to learn
-# context-independent representations, whereas hidden-layer embeddings are meant to learn context-dependent
-# representations", and the power of BERT-like models lies in the context. So the token vectors can be small, of
-# size $E$, and a linear map can take them to the hidden size $H$:
+# that is 30,522 × 768 = 23.4M parameters, a fifth of the model, and each step's gradient reaches only the rows of
+# the tokens in its batch. Widening BERT widens this table too. ALBERT's argument (§3.1): token embeddings "are
+# meant to learn context-independent representations, whereas hidden-layer embeddings are meant to learn
+# context-dependent representations", and the power of BERT-like models lies in the context. So the token vectors
+# can be small, of size $E$, and a linear map can take them to the hidden size $H$:
 #
 # $$\underbrace{V \times H}_{\text{BERT}} \;\longrightarrow\; \underbrace{V \times E + E \times H}_{\text{ALBERT}},
 # \qquad \text{e.g. } 30{,}000 \times 4{,}096 = 122.9\text{M} \;\to\;
@@ -113,14 +113,15 @@ print(f"{'model':15s} {'L':>3s} {'H':>5s} {'E':>4s} {'sharing':>8s} {'token emb.
 for name, model in models.items():
     c = model.config
     e = getattr(c, "embedding_size", c.d_model)
-    token_table = c.vocab_size * e + (e * c.d_model if e != c.d_model or name.startswith("albert") else 0)
+    token_table = c.vocab_size * e + (e * c.d_model if isinstance(model, Albert) else 0)  # V·H, or V·E + E·H
     share = getattr(c, "share", "none")
     print(f"{name:15s} {c.n_layers:3d} {c.d_model:5d} {e:4d} {share:>8s} {token_table / 1e6:10.1f}M "
           f"{count_parameters(model) / 1e6:7.1f}M {PAPER_TABLE1[name]:5d}M")  # fmt: skip
 
 # %% [markdown]
-# The counts agree with the paper's to within a million, except ALBERT-xxlarge: its released checkpoint (which
-# `minilm` loads, see `minilm.models.hf.albert`) has 223M parameters where Table 1 says 235M. Where do the
+# The counts agree with the paper's to within 1.5M, except ALBERT-xxlarge: the configuration of its released
+# checkpoint (albert-xxlarge-v2, which `minilm.models.hf.albert` loads) has 223M parameters where Table 1 says 235M.
+# ("token emb." is V·H for BERT, V·E + E·H for ALBERT.) Where do the
 # embedding parameters go? Written out, the factorized embedding of ALBERT-base is the V×E table, the position and
 # segment tables of width E, a LayerNorm of width E, and the projection E → H with its bias:
 
@@ -198,7 +199,7 @@ print("written out equals Albert.embedding:", torch.allclose(by_hand, emb(ids, s
 # %% [markdown]
 # The MLM head runs the factorization backwards: H → E (a dense layer, GELU, LayerNorm), then the V×E token table,
 # transposed, gives the vocabulary logits. It is the same tensor as the embedding table (weight tying), so the head
-# adds only the H×E transform and V biases:
+# adds only the H×E transform (with its bias and LayerNorm) and V output biases:
 
 # %%
 head = tiny_albert.mlm_head
@@ -476,7 +477,8 @@ assert length_cue["segment pairs"] > 0.57 and length_cue["sentence pairs"] < 0.5
 # **The rest of ALBERT's recipe.** ALBERT masks *n-grams* of whole words, $n \le 3$ with $p(n) \propto 1/n$ (so
 # 6/11 of the spans are single words, 3/11 pairs and 2/11 triples): predicting "new york city" from its context is
 # harder than predicting "york" from "new _ city". `MaskingConfig(..., whole_word=True, ngram=3)` does it
-# (`mask_tokens(..., ngram=3)`). ALBERT also trains with LAMB (You et al. 2019) at batch 4,096, and with no dropout.
+# (`mask_tokens(..., ngram=3)`). ALBERT also trains with LAMB (You et al. 2019), which scales each layer's step to
+# the norm of its weights so that batches of 4,096 train stably (`TrainConfig(optimizer="lamb")`), and with no dropout.
 # `python -m minilm.train --model albert --objective mlm+sop` runs the whole recipe. On one sentence, single tokens
 # against n-grams:
 
@@ -689,13 +691,14 @@ print(f"the bag-of-tokens threshold of section 4 on held-out NSP pairs: {bag_acc
 # Sharing divides the parameters by the number of layers, but not the computation: ALBERT-base still runs a block
 # of width 768 twelve times per token, as BERT-base does. The factorized embedding saves computation only in the MLM
 # head's vocabulary projection (E instead of H per logit) and adds a small E×H projection. Per token, the encoder's
-# matrix multiplications cost about $2 \times$ (parameters of one block) $\times L$ operations for either model:
+# matrix multiplications cost about $2 \times$ (parameters of one block) $\times L$ operations (a multiply and an add
+# per weight) for either model:
 
 # %%
 bert_base, albert_base = models["bert-base"], models["albert-base"]
 flops = {name: 2 * count_parameters(m.encoder.layers[0]) * m.config.n_layers for name, m in
          (("BERT-base", bert_base), ("ALBERT-base", albert_base))}  # fmt: skip
-print({name: f"{f / 1e6:.0f}M multiply-adds per token" for name, f in flops.items()})
+print({name: f"{f / 1e6:.0f}M operations per token" for name, f in flops.items()})
 print(f"parameters: BERT-base / ALBERT-base = {count_parameters(bert_base) / count_parameters(albert_base):.1f}")
 
 # %% [markdown]
@@ -735,7 +738,8 @@ print("...and runs within a factor 1.5 of BERT-base's time:", 1 / 1.5 < time_rat
 # Nine times fewer parameters, about the same time. ALBERT saves *memory* (weights, gradients, optimizer state: the
 # things that limit model size and that distributed training exchanges), not computation. Its headline model,
 # ALBERT-xxlarge, spends the savings on width — a 4,096-wide block costs about 16 times a 1,024-wide one — and is
-# accordingly slow. Later work (ELECTRA, Chapter 6; distillation) went after computation directly.
+# accordingly slow. Later work went after computation instead: ELECTRA (Chapter 6) after the cost of pretraining,
+# distillation after the cost of inference.
 #
 # ## Summary
 #

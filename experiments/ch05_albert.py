@@ -26,7 +26,7 @@ pairs: 50%). Chapter 5 measures it. Each model is scored by
   frozen [CLS] final hidden state of 2,000 training pairs (the probe is reported for every cell too);
 - (Figure 1) the per-layer transitions on the held-out pairs.
 
-    nice -n 5 python experiments/ch05_albert.py        # ~20-25 minutes on a shared 2-core CPU
+    nice -n 5 python experiments/ch05_albert.py        # 30 minutes on a shared 2-core CPU (the recorded run)
 
 Writes experiments/results/ch05_albert.json (read by chapters/05_albert.py).
 """

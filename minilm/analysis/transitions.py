@@ -1,4 +1,4 @@
-"""How much each layer changes its input: ALBERT's Figure 1 (Lan et al. 2020, §4.5 "Cross-layer parameter sharing").
+"""How much each layer changes its input: ALBERT's Figure 1 (Lan et al. 2020, §3.1 "Cross-layer parameter sharing").
 
     out = model.features(ids, mask, output_hidden_states=True)
     l2, degrees = layer_transitions(out.hidden_states, mask)     # (L,) each: layer l's input -> its output
