@@ -78,13 +78,7 @@ def config_to_hf(config: AlbertConfig) -> dict:
 
 def names(config: AlbertConfig) -> list[Rename]:
     """The name table of a model with ``config``'s heads (the tied decoder weight is the word embeddings)."""
-    table = [
-        Rename("embedding.token.weight", "embeddings.word_embeddings.weight"),
-        Rename("embedding.position.weight", "embeddings.position_embeddings.weight"),
-        Rename("embedding.segment.weight", "embeddings.token_type_embeddings.weight"),
-        *module("embedding.norm", "embeddings.LayerNorm"),
-        *module("embedding.projection", "encoder.embedding_hidden_mapping_in"),
-    ]
+    table = bert.embedding_names() + module("embedding.projection", "encoder.embedding_hidden_mapping_in")
     n_blocks = config.n_groups if config.share == "all" else config.n_layers
     for g in range(n_blocks):
         ours, theirs = f"encoder.layers.{g}.", f"encoder.albert_layer_groups.{g}.albert_layers.0."

@@ -116,14 +116,19 @@ def encoder_to_hf(config: BertConfig, fields: ConfigFields) -> dict:
     return hf
 
 
-def encoder_names(config: BertConfig) -> list[Rename]:
-    """Embeddings, layers and pooler: the names BERT and RoBERTa share."""
-    table = [
+def embedding_names() -> list[Rename]:
+    """Token, position and segment embeddings and their LayerNorm: the names BERT, RoBERTa and ALBERT share."""
+    return [
         Rename("embedding.token.weight", "embeddings.word_embeddings.weight"),
         Rename("embedding.position.weight", "embeddings.position_embeddings.weight"),
         Rename("embedding.segment.weight", "embeddings.token_type_embeddings.weight"),
         *module("embedding.norm", "embeddings.LayerNorm"),
     ]
+
+
+def encoder_names(config: BertConfig) -> list[Rename]:
+    """Embeddings, layers and pooler: the names BERT and RoBERTa share."""
+    table = embedding_names()
     for i in range(config.n_layers):
         ours, theirs = f"encoder.layers.{i}.", f"encoder.layer.{i}."
         for our_module, their_module in [
