@@ -39,7 +39,7 @@ def test_albert_is_registered_with_its_objectives_and_their_model_settings():
         config = registry.model_config(entry, "tiny", 100, needs)
         assert (config.nsp, config.sop) == heads, objective
     bert_mlm = registry.needed_settings(registry.get_model("bert"), registry.get_objective("mlm"))
-    assert bert_mlm == {"nsp": False, "pooler": False}  # BERT has no SOP head to turn off
+    assert bert_mlm == {"mlm": True, "nsp": False, "pooler": False}  # BERT has no SOP head to turn off
 
 
 def test_mlm_sop_loss_has_named_parts_and_counts():

@@ -3,6 +3,7 @@ checkpoint of any family minilm converts (:mod:`minilm.models.hf`)."""
 
 from .albert import ALBERT_PRESETS, Albert, AlbertConfig, albert_config
 from .bert import BERT_PRESETS, Bert, BertConfig, RobertaConfig
+from .electra import ELECTRA_PRESETS, Electra, ElectraConfig, ElectraPretraining, electra_config, generator_config
 from .gpt import GPT, GPT_PRESETS, GPTConfig, gpt_config
 from .hf import from_pretrained
 from .transformer import TRANSFORMER_BASE, TRANSFORMER_BIG, Transformer, TransformerConfig
@@ -10,6 +11,7 @@ from .transformer import TRANSFORMER_BASE, TRANSFORMER_BIG, Transformer, Transfo
 __all__ = [
     "ALBERT_PRESETS",
     "BERT_PRESETS",
+    "ELECTRA_PRESETS",
     "GPT",
     "GPT_PRESETS",
     "TRANSFORMER_BASE",
@@ -18,11 +20,16 @@ __all__ = [
     "AlbertConfig",
     "Bert",
     "BertConfig",
+    "Electra",
+    "ElectraConfig",
+    "ElectraPretraining",
     "GPTConfig",
     "RobertaConfig",
     "Transformer",
     "TransformerConfig",
     "albert_config",
+    "electra_config",
     "from_pretrained",
+    "generator_config",
     "gpt_config",
 ]

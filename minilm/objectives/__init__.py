@@ -1,7 +1,7 @@
 """Pretraining objectives as pure functions: corrupt a batch, compute a loss, build inputs from documents. No model
-knowledge. Modules: ``causal_lm``, ``bilm``, ``mlm``, ``nsp``, ``sop``; ``segments`` (templates, segment and
-sentence pairs and their classifier's loss, shared by pair objectives), ``formats`` (RoBERTa's input formats, with
-NSP or SOP labels), ``labels`` (the ignored label)."""
+knowledge. Modules: ``causal_lm``, ``bilm``, ``mlm``, ``nsp``, ``sop``, ``rtd`` (ELECTRA's replaced-token detection
+and its ablations); ``segments`` (templates, segment and sentence pairs and their classifier's loss, shared by pair
+objectives), ``formats`` (RoBERTa's input formats, with NSP or SOP labels), ``labels`` (the ignored label)."""
 
 from .bilm import bilm_loss
 from .causal_lm import causal_lm_loss, language_model_blocks
@@ -30,6 +30,7 @@ from .mlm import (
     word_ids_from_starts,
 )
 from .nsp import IS_NEXT, NOT_NEXT, nsp_loss, nsp_pairs, sentence_pair
+from .rtd import RTD_WEIGHT, copy_mlm_loss, replace_tokens, rtd_loss, sample_replacements
 from .segments import Template, pair_classifier_loss, random_segment, segment_pairs, sentence_pairs, truncate_pair
 from .sop import IN_ORDER, SWAPPED, sop_loss, sop_pairs, sop_sentence_pairs
 
@@ -41,6 +42,7 @@ __all__ = [
     "NOT_NEXT",
     "PAIR_FORMATS",
     "PAIR_OBJECTIVES",
+    "RTD_WEIGHT",
     "SWAPPED",
     "DynamicMasking",
     "MaskingConfig",
@@ -48,6 +50,7 @@ __all__ = [
     "Template",
     "bilm_loss",
     "causal_lm_loss",
+    "copy_mlm_loss",
     "doc_sentences",
     "full_sentences",
     "is_word_start",
@@ -62,6 +65,9 @@ __all__ = [
     "pad_batch",
     "pair_classifier_loss",
     "random_segment",
+    "replace_tokens",
+    "rtd_loss",
+    "sample_replacements",
     "segment_pair",
     "segment_pairs",
     "sentence_pair",

@@ -3,7 +3,8 @@ Liu et al. 2019): ``python -m minilm.train --model bert --objective mlm+nsp`` or
 
 Both objectives take the input format of RoBERTa's §4.2 and the masking (``format=``, ``masking=``,
 ``whole_word=``, ``ngram=``; :class:`MaskedLMConfig`). They train ALBERT too (:mod:`minilm.recipes.albert`, which
-adds its sentence-order prediction); a model without the other head's field (BERT has no SOP head) ignores it.
+adds its sentence-order prediction), and ``mlm`` trains ELECTRA's encoder as the BERT it is compared with
+(:mod:`minilm.recipes.electra`); a model without another head's field (BERT has no SOP head) ignores it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ class MaskedLMConfig:
         choice(self.masking, ("dynamic", "static"), "masking")
         if isinstance(self.ngram, bool) or not isinstance(self.ngram, int) or self.ngram < 1:
             raise ConfigError(f"ngram must be a whole number >= 1 (1: single words or tokens), got {self.ngram!r}")
+
+    def mask_config(self, tokenizer) -> MaskingConfig:
+        """The masking of these settings for ``tokenizer`` (BERT's 15%, 80/10/10; ELECTRA's recipe changes it)."""
+        return MaskingConfig.from_tokenizer(tokenizer, whole_word=self.whole_word, ngram=self.ngram)
 
 
 @dataclass
@@ -70,7 +75,7 @@ def masked_lm_examples(documents, tokenizer, job, settings: MaskedLMConfig, vali
         )
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    masking = MaskingConfig.from_tokenizer(tokenizer, whole_word=settings.whole_word, ngram=settings.ngram)
+    masking = settings.mask_config(tokenizer)
     if validation or settings.masking == "static":
         masked = StaticMaskedDataset(examples, masking, n_duplicates=1 if validation else 10, seed=job.seed)
         return masked, masked.collate
@@ -116,14 +121,15 @@ register_model(
 register_objective(
     ObjectiveEntry(
         "mlm",
-        models=("bert", "roberta", "albert"),
+        models=("bert", "roberta", "albert", "electra"),
         prepare=masked_lm_examples,
         loss=bert_mlm_loss,
         counts=mlm_counts,
         perplexity=True,
         config_class=MaskedLMConfig,
         description="masked LM: predict 15% of the tokens, masked 80/10/10",
-        model_settings={"nsp": False, "sop": False, "pooler": False},  # every parameter trained: DDP needs it
+        # the MLM head, and no head nor pooler left untrained (DDP needs every parameter to get a gradient)
+        model_settings={"mlm": True, "nsp": False, "sop": False, "rtd": False, "pooler": False},
     )
 )
 register_objective(

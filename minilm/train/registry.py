@@ -39,7 +39,13 @@ from torch import nn
 from minilm.train.config import ConfigError, _suggest, choice, update
 
 # modules registering the built-ins
-RECIPES = ("minilm.recipes.gpt", "minilm.recipes.elmo", "minilm.recipes.bert", "minilm.recipes.albert")
+RECIPES = (
+    "minilm.recipes.gpt",
+    "minilm.recipes.elmo",
+    "minilm.recipes.bert",
+    "minilm.recipes.albert",
+    "minilm.recipes.electra",
+)
 KINDS = ("encoder", "decoder", "encoder-decoder")
 
 
