@@ -46,7 +46,8 @@ def sample_replacements(logits: Tensor, temperature: float = 1.0, generator: tor
     if temperature <= 0:
         raise ValueError(f"temperature={temperature} must be > 0")
     u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float32)
-    gumbel = -torch.log(-torch.log(u.clamp(1e-9, 1.0)).clamp(min=1e-9))
+    exponential = -torch.log(u.clamp(1e-9, 1.0))  # -log u ~ Exp(1), >= 0
+    gumbel = -torch.log(exponential.clamp(min=1e-9))
     return (logits.float() / temperature + gumbel).argmax(-1)
 
 
