@@ -5,6 +5,7 @@ errors through the real CLI."""
 
 import dataclasses
 import json
+import os
 import re
 import subprocess
 import sys
@@ -297,3 +298,26 @@ def test_bad_electra_settings_are_one_clear_message_from_the_cli(args, message, 
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in done.stderr
     assert re.search(message, lines[0]), lines[0]
     assert not (tmp_path / "run").exists()  # nothing written
+
+
+@pytest.mark.parametrize("distributed, share", [("ddp", "embeddings"), ("fsdp", "embeddings"), ("fsdp", "all")])
+def test_two_processes_train_the_pair_with_ddp_and_fsdp(distributed, share, tmp_path):
+    """The generator beside the discriminator trains under DDP and FSDP (which shards both networks' blocks, a block
+    they share once), and the checkpoint holds both networks' full tensors."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m"]
+    argv = ["minilm.train", "--model", "electra", "--objective", "rtd", "corpus=tinyshakespeare", "vocab_size=400"]
+    argv += ["seq_len=32", "n_layers=2", "model.d_model=32", "model.n_heads=2", "embedding_size=16", "batch_size=8"]
+    argv += ["max_steps=3", "eval_every=0", "progress=false", "sample_tokens=0", f"distributed={distributed}"]
+    argv += [f"share={share}", f"generator_size={1 if share == 'all' else 0.25}"]
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [*launcher, *argv, f"run_dir={run_dir}"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    train = [e for e in read_metrics(run_dir / "metrics.jsonl") if e["split"] == "train"]
+    assert train[-1]["step"] == 3 and {"generator", "rtd"} <= train[-1].keys()
+    with safe_open(run_dir / "checkpoints" / "step_00000003" / "model.safetensors", "pt") as f:
+        shapes = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+    assert shapes["discriminator.embedding.token.weight"] == (400, 16)
+    assert shapes["generator.mlm_head.transform.weight"] == ((16, 32) if share == "all" else (16, 8))

@@ -42,6 +42,16 @@ def is_sharded(model: nn.Module) -> bool:
     return any(isinstance(p, DTensor) for p in model.parameters())
 
 
+def blocks(model: nn.Module) -> list[nn.Module]:
+    """The Transformer blocks FSDP shards one by one: ``model``'s (its decoder's or encoder's ``layers``), or, for a
+    composite without its own (ELECTRA's generator beside its discriminator), those of the models inside it, each
+    block once (a block two models share is one block)."""
+    found = list(getattr(getattr(model, "decoder", None) or getattr(model, "encoder", model), "layers", []))
+    if not found:
+        found = [block for child in model.children() for block in blocks(child)]
+    return list({id(block): block for block in found}.values())
+
+
 def model_class_name(model: nn.Module) -> str:
     """The model's own class name; FSDP wraps it in a generated subclass called ``FSDP<name>``."""
     if not is_sharded(model):
@@ -111,8 +121,7 @@ class DistributedContext:
         if mode == "fsdp":
             from torch.distributed.fsdp import fully_shard
 
-            body = model if layers_of is None else layers_of
-            layers = list(getattr(getattr(body, "decoder", None) or getattr(body, "encoder", body), "layers", []))
+            layers = blocks(model if layers_of is None else layers_of)
             owners = Counter(id(p) for layer in layers for p in layer.parameters())
             if any(n > 1 for n in owners.values()):
                 raise ConfigError(
