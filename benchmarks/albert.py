@@ -26,7 +26,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts its thread pool (benchmarks/attention.py)
 
 import torch  # noqa: E402
-from common import import_transformers, run_header, speed_up_cells, time_round_robin, timing_args  # noqa: E402
+from common import import_transformers, run_header, speed_up_table, time_round_robin, timing_args  # noqa: E402
 from mlm import N_BATCHES, VOCAB_SIZE, minilm_step, mlm_examples, transformers_step  # noqa: E402
 
 from minilm.models.albert import ALBERT_SIZES, Albert, AlbertConfig  # noqa: E402
@@ -94,22 +94,13 @@ def table(threads: int, args, config: AlbertConfig, data: list[dict]) -> str:
         ),
     }
     median, first = time_round_robin(variants, args.rounds, warmup=args.warmup)
-    ours, ours_cpu = median[MINILM]
     rows = [
         f"**{threads} thread{'s' if threads > 1 else ''}**, median of {args.rounds} steps of each, round-robin; "
         "first-step loss (MLM + SOP), same weights and batch: "
         + ", ".join(f"{first[n][0]:.5f}" for n in median)
         + " (minilm, transformers, minilm every position)\n",
-        "| variant | ms/step | tokens/s | minilm speed-up | CPU ms/step | speed-up by CPU time |",
-        "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, (seconds, cpu_seconds) in median.items():
-        speed_up, cpu_speed_up = speed_up_cells(name, MINILM, seconds, cpu_seconds, ours, ours_cpu)
-        rows.append(
-            f"| {name} | {1000 * seconds:.0f} | {tokens / seconds:,.0f} | {speed_up} | {1000 * cpu_seconds:.0f} | "
-            f"{cpu_speed_up} |"
-        )
-    return "\n".join(rows)
+    return "\n".join(rows + speed_up_table(median, MINILM, tokens, "tokens"))
 
 
 def main() -> None:

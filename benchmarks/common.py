@@ -88,6 +88,23 @@ def speed_up_cells(name: str, primary: str, seconds: float, cpu_seconds: float, 
     return f"{seconds / ours:.2f}x", f"{cpu_seconds / ours_cpu:.2f}x"
 
 
+def speed_up_table(median: dict[str, tuple[float, float]], primary: str, units: float, unit: str = "tokens"):
+    """The markdown table of round-robin medians ({variant: (seconds, CPU seconds)} per step, ``units`` per step):
+    time and rate of each variant and how much slower it is than ``primary``, by wall clock and by CPU time."""
+    ours, ours_cpu = median[primary]
+    rows = [
+        f"| variant | ms/step | {unit}/s | minilm speed-up | CPU ms/step | speed-up by CPU time |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, (seconds, cpu_seconds) in median.items():
+        speed_up, cpu_speed_up = speed_up_cells(name, primary, seconds, cpu_seconds, ours, ours_cpu)
+        rows.append(
+            f"| {name} | {1000 * seconds:.0f} | {units / seconds:,.0f} | {speed_up} | {1000 * cpu_seconds:.0f} | "
+            f"{cpu_speed_up} |"
+        )
+    return rows
+
+
 def import_transformers():
     """transformers, with its warnings and log messages silenced (they would break up the printed tables)."""
     warnings.filterwarnings("ignore", module="transformers")

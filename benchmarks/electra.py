@@ -37,7 +37,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts its thread pool (benchmarks/attention.py)
 
 import torch  # noqa: E402
-from common import import_transformers, run_header, speed_up_cells, time_round_robin, timing_args  # noqa: E402
+from common import import_transformers, run_header, speed_up_table, time_round_robin, timing_args  # noqa: E402
 from mlm import CLS, MASK, N_BATCHES, N_SPECIAL, PAD, SEP, VOCAB_SIZE, train_config  # noqa: E402
 
 from minilm.models.electra import ELECTRA_SIZES, Electra, ElectraConfig, ElectraPretraining  # noqa: E402
@@ -229,7 +229,6 @@ def table(threads: int, args, configs, data: list[dict]) -> str:
     gen = [first[n][2] for n in median]
     if max(gen) - min(gen) > 1e-5:
         raise SystemExit(f"first-step generator losses differ: {gen} (same weights and batch: they should agree)")
-    ours, ours_cpu = median[MINILM]
     rows = [
         f"**{threads} thread{'s' if threads > 1 else ''}**, median of {args.rounds} steps of each, round-robin; "
         "first-step losses, same weights and batch (minilm, transformers, minilm every position): generator "
@@ -237,16 +236,8 @@ def table(threads: int, args, configs, data: list[dict]) -> str:
         + "; discriminator (own samples) "
         + ", ".join(f"{first[n][3]:.5f}" for n in median)
         + "\n",
-        "| variant | ms/step | tokens/s | minilm speed-up | CPU ms/step | speed-up by CPU time |",
-        "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, (seconds, cpu_seconds) in median.items():
-        speed_up, cpu_speed_up = speed_up_cells(name, MINILM, seconds, cpu_seconds, ours, ours_cpu)
-        rows.append(
-            f"| {name} | {1000 * seconds:.0f} | {tokens / seconds:,.0f} | {speed_up} | {1000 * cpu_seconds:.0f} | "
-            f"{cpu_speed_up} |"
-        )
-    return "\n".join(rows)
+    return "\n".join(rows + speed_up_table(median, MINILM, tokens, "tokens"))
 
 
 def main() -> None:

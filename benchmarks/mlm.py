@@ -45,6 +45,7 @@ from common import (  # noqa: E402
     matmul_step,
     run_header,
     speed_up_cells,
+    speed_up_table,
     time_round_robin,
     timing_args,
 )
@@ -304,21 +305,12 @@ def finetune_table(threads: int, args, config: BertConfig, features: list[Encode
         ),
     }
     median, first = time_round_robin(variants, args.rounds, warmup=args.warmup)
-    ours, ours_cpu = median[MINILM_FT]
     rows = [
         f"**{threads} thread{'s' if threads > 1 else ''}**, median of {args.rounds} steps of each, round-robin; "
         f"first-step loss, same weights and batch: {first[MINILM_FT][0]:.5f} (minilm), "
         f"{first['transformers BertForSequenceClassification, labels= (primary)'][0]:.5f} (transformers)\n",
-        "| variant | ms/step | examples/s | minilm speed-up | CPU ms/step | speed-up by CPU time |",
-        "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, (seconds, cpu_seconds) in median.items():
-        speed_up, cpu_speed_up = speed_up_cells(name, MINILM_FT, seconds, cpu_seconds, ours, ours_cpu)
-        rows.append(
-            f"| {name} | {1000 * seconds:.0f} | {32 / seconds:,.0f} | {speed_up} | {1000 * cpu_seconds:.0f} | "
-            f"{cpu_speed_up} |"
-        )
-    return "\n".join(rows)
+    return "\n".join(rows + speed_up_table(median, MINILM_FT, 32, "examples"))
 
 
 # ------------------------------------------------------------------------------------------ main
