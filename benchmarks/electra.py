@@ -188,7 +188,8 @@ def transformers_step(generator, discriminator, data, batch_size: int, rtd_weigh
         with torch.no_grad():  # Gumbel-max sampling at the masked positions, no gradient through it
             masked = labels != -100
             logits = out.logits[masked]  # (|M|, V)
-            gumbel = -torch.log(-torch.log(torch.rand_like(logits).clamp(1e-9, 1.0)).clamp(min=1e-9))
+            exponential = -torch.log(torch.rand_like(logits).clamp(1e-9, 1.0))  # -log u ~ Exp(1)
+            gumbel = -torch.log(exponential.clamp(min=1e-9))
             samples = (logits + gumbel).argmax(-1)
             corrupted = input_ids.clone()
             corrupted[masked] = samples
