@@ -691,7 +691,7 @@ for name, operations in cost.items():
 # discriminator's head is a 768×768 map and a dot product: nothing beside a softmax over 30,522 words. So the claim
 # of Table 1 is per unit of compute: for the same FLOPs, ELECTRA takes fewer steps than BERT and still comes out
 # ahead; and the paper's Figure 1 plots GLUE against FLOPs. The benchmark `benchmarks/electra.py` times this step in
-# `minilm` against transformers' two models: 1.5x faster, most of it from computing the generator's logits at the
+# `minilm` against transformers' two models: 1.45x faster, most of it from computing the generator's logits at the
 # masked positions only.
 #
 # ## Summary
