@@ -90,7 +90,8 @@ def test_a_toml_config_with_overrides(tmp_path, capsys):
         (["--model", "bert", "--objective", "mlm", "format=pairs"], "format='pairs' is not one of segment_pair"),
         (
             ["format=segment_pair"],
-            "format= is a setting of objective mlm, mlm+nsp, mlm+sop, not of clm (it takes no settings)",
+            "format= is a setting of objective mlm, mlm+nsp, mlm+sop, rtd, rtd_15, replace_mlm, all_tokens_mlm, "
+            "not of clm (it takes no settings)",
         ),
         (["objective.format=doc"], "objective 'clm' takes no settings: objective.format has nothing to set (format is"),
         (["--model", "bert", "--objective", "mlm", "whole_word=maybe"], "objective key 'whole_word' expects bool"),
@@ -187,7 +188,9 @@ def test_next_sentence_prediction_needs_pairs(tmp_path, capsys):
     assert "needs sentence pairs" in capsys.readouterr().err
     assert main([*TINY[:3], "--model", "gpt", "--objective", "mlm", f"run_dir={tmp_path}"]) == 2
     err = capsys.readouterr().err
-    assert "objective 'mlm' trains bert, roberta, albert, not model 'gpt'; gpt trains with objective clm" in err
+    assert (
+        "objective 'mlm' trains bert, roberta, albert, electra, not model 'gpt'; gpt trains with objective clm" in err
+    )
 
 
 def test_objective_settings_from_toml_and_command_line_are_recorded_and_resumed(tmp_path, capsys):
