@@ -124,8 +124,7 @@ def _electra(pair: ElectraPretraining, batch, scored: torch.Tensor) -> LossOutpu
     disc = rtd_loss(logits, replaced, weights=scored)
     weight = pair.settings.rtd_weight
     parts = {"generator": generator_loss, "rtd": disc}
-    n_tokens = int(batch["attention_mask"].sum())
-    return LossOutput(generator_loss + weight * disc, n_tokens=n_tokens, parts=parts, weights={"rtd": weight})
+    return LossOutput(generator_loss + weight * disc, real_tokens(batch), parts=parts, weights={"rtd": weight})
 
 
 def electra_loss(pair: ElectraPretraining, batch) -> LossOutput:
@@ -144,8 +143,7 @@ def replace_mlm_loss(pair: ElectraPretraining, batch) -> LossOutput:
     labels = batch["labels"]
     hidden = discriminator_hidden(pair, batch, corrupted)
     mlm = mlm_loss(pair.discriminator.mlm_logits(hidden, masked_positions(labels)), labels)
-    n_tokens = int(batch["attention_mask"].sum())
-    return LossOutput(generator_loss + mlm, n_tokens=n_tokens, parts={"generator": generator_loss, "mlm": mlm})
+    return LossOutput(generator_loss + mlm, real_tokens(batch), parts={"generator": generator_loss, "mlm": mlm})
 
 
 def all_tokens_mlm_loss(pair: ElectraPretraining, batch) -> LossOutput:
