@@ -38,13 +38,13 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts its t
 
 import torch  # noqa: E402
 from common import import_transformers, run_header, speed_up_table, time_round_robin, timing_args  # noqa: E402
-from mlm import CLS, MASK, N_BATCHES, N_SPECIAL, PAD, SEP, VOCAB_SIZE, train_config  # noqa: E402
+from mlm import N_BATCHES, VOCAB_SIZE, mlm_examples, train_config  # noqa: E402
 
 from minilm.models.electra import ELECTRA_SIZES, Electra, ElectraConfig, ElectraPretraining  # noqa: E402
 from minilm.models.electra import generator_config as electra_generator_config  # noqa: E402
 from minilm.models.hf import load_hf_state_dict  # noqa: E402
 from minilm.models.hf.electra import config_to_hf  # noqa: E402
-from minilm.objectives.mlm import MaskingConfig, mlm_loss  # noqa: E402
+from minilm.objectives.mlm import mlm_loss  # noqa: E402
 from minilm.objectives.rtd import replace_tokens, rtd_loss, sample_replacements  # noqa: E402
 from minilm.recipes.electra import ReplacedTokenConfig, electra_counts, electra_loss, wrap  # noqa: E402
 from minilm.train.trainer import (  # noqa: E402
@@ -102,33 +102,9 @@ def minilm_model(config: ElectraConfig, settings: ReplacedTokenConfig, generator
 
 
 def electra_examples(batch_size: int, seq_len: int, generator: torch.Generator) -> list[dict]:
-    """N_BATCHES x batch_size rows of [CLS] random tokens [SEP], each batch masked once with ELECTRA's masking
-    (GeneratorConfig.mask_config's: 15 %, 85 % [MASK], 15 % unchanged, no random tokens)."""
-    masking = MaskingConfig(
-        mask_id=MASK,
-        vocab_size=VOCAB_SIZE,
-        pad_id=PAD,
-        special_ids=tuple(range(N_SPECIAL)),
-        mask_prob=0.15,
-        replace_prob=0.85,
-        random_prob=0.0,
-    )
-    examples = []
-    for _ in range(N_BATCHES):
-        ids = torch.randint(N_SPECIAL, VOCAB_SIZE, (batch_size, seq_len), generator=generator)
-        ids[:, 0], ids[:, -1] = CLS, SEP
-        special = torch.zeros_like(ids, dtype=torch.bool)
-        special[:, 0] = special[:, -1] = True
-        batch = {
-            "input_ids": ids,
-            "attention_mask": torch.ones_like(ids),
-            "token_type_ids": torch.zeros_like(ids),
-            "special_tokens_mask": special,
-        }
-        masked = masking(batch, generator)
-        keys = ("input_ids", "attention_mask", "token_type_ids", "labels")
-        examples += [{k: masked[k][row] for k in keys} for row in range(batch_size)]
-    return examples
+    """benchmarks/mlm.py's random rows, each batch masked once with ELECTRA's masking (GeneratorConfig.mask_config's:
+    15 %, 85 % [MASK], 15 % unchanged, no random tokens)."""
+    return mlm_examples(batch_size, seq_len, generator, mask_prob=0.15, replace_prob=0.85, random_prob=0.0)
 
 
 # ------------------------------------------------------------------------------------------ training steps

@@ -134,9 +134,11 @@ def minilm_classifier(config: BertConfig, reference, kind) -> FinetuneModel:
 # ------------------------------------------------------------------------------------------ data
 
 
-def mlm_examples(batch_size: int, seq_len: int, generator: torch.Generator) -> list[dict]:
-    """N_BATCHES x batch_size rows of [CLS] random tokens [SEP], each batch masked once by minilm's masking."""
-    masking = MaskingConfig(mask_id=MASK, vocab_size=VOCAB_SIZE, pad_id=PAD, special_ids=tuple(range(N_SPECIAL)))
+def mlm_examples(batch_size: int, seq_len: int, generator: torch.Generator, **masking_options) -> list[dict]:
+    """N_BATCHES x batch_size rows of [CLS] random tokens [SEP], each batch masked once by minilm's masking (BERT's
+    80/10/10, or ``masking_options`` such as ``replace_prob=``)."""
+    special_ids = tuple(range(N_SPECIAL))
+    masking = MaskingConfig(mask_id=MASK, vocab_size=VOCAB_SIZE, pad_id=PAD, special_ids=special_ids, **masking_options)
     examples = []
     for _ in range(N_BATCHES):
         ids = torch.randint(N_SPECIAL, VOCAB_SIZE, (batch_size, seq_len), generator=generator)
