@@ -224,6 +224,7 @@ def exit_code(run: Callable[[], None]) -> int:
     """
     from minilm.data.errors import DataError
     from minilm.train.checkpoint import CheckpointError
+    from minilm.train.distributed import leave_process_group
     from minilm.train.trainer import TrainingError
 
     try:
@@ -240,6 +241,8 @@ def exit_code(run: Callable[[], None]) -> int:
     except OSError as err:  # the file system's trouble (a full disk, a read-only or missing place): not a bug
         print(f"error: {file_trouble(err)}", file=sys.stderr)
         return 1
+    finally:
+        leave_process_group()
     return 0
 
 

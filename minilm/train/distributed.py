@@ -34,6 +34,17 @@ def is_main_process() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
 
+def leave_process_group() -> None:
+    """Destroy the process group, if this process joined one, before the interpreter exits.
+
+    Left to the interpreter's shutdown, gloo's threads can be torn down mid-way and abort the process
+    ("terminate called without an active exception", exit code 134), after it had finished or had already
+    printed its error; torchrun then reports a crash instead of the run's own exit code.
+    """
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def is_sharded(model: nn.Module) -> bool:
     """Whether FSDP (``fully_shard``) manages the model's parameters, on the model or a module around it (the
     Trainer's loss module): they are then DTensor shards of the full tensors."""
