@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from minilm.finetune.kinds import TaskKind
 from minilm.nn.scalar_mix import ScalarMix
-from minilm.objectives.causal_lm import causal_lm_loss
+from minilm.objectives.causal_lm import causal_lm_loss_from_states
 from minilm.objectives.labels import IGNORE_INDEX
 from minilm.tokenizers import Tokenizer, train_tokenizer
 from minilm.tokenizers.families import get_family
@@ -184,7 +184,7 @@ class FinetuneModel(nn.Module):
     def auxiliary_lm_loss(self, last_hidden: Tensor, batch: dict) -> Tensor:
         """L1 on the fine-tuning inputs: every real token predicted from the ones before it (padding skipped)."""
         targets = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, IGNORE_INDEX)  # (B, T)
-        return causal_lm_loss(self.body.lm_head(last_hidden[:, :-1]), targets, ignore_index=IGNORE_INDEX)
+        return causal_lm_loss_from_states(last_hidden[:, :-1], self.body.lm_head, targets, ignore_index=IGNORE_INDEX)
 
     def counts(self, batch: dict) -> dict[str, int | Tensor]:
         """The units each part of the loss averages over in ``batch`` (the Trainer's ``counts``): the task kind's

@@ -167,9 +167,13 @@ class MaskedLMHead(nn.Module):
         self.norm = nn.LayerNorm(d_embedding, eps=norm_eps)
         self.decoder = nn.Linear(d_embedding, vocab_size)  # weight tied by Bert
 
+    def states(self, hidden: Tensor) -> Tensor:
+        """(..., C) -> (..., E): what the decoder scores against the vocabulary (a fused loss takes these)."""
+        return self.norm(self.activation(self.transform(hidden)))
+
     def forward(self, hidden: Tensor) -> Tensor:
         """(..., C) -> (..., V)."""
-        return self.decoder(self.norm(self.activation(self.transform(hidden))))
+        return self.decoder(self.states(hidden))
 
 
 class Bert(PretrainedMixin, nn.Module):
@@ -285,6 +289,15 @@ class Bert(PretrainedMixin, nn.Module):
         in row-major order (that of ``labels[mask]``) -> (N, V). A long tensor of N indices into the flattened
         B * T positions -> (N, V). Scoring only the masked ~15 % skips most of the largest matrix multiply.
         """
+        states = self.mlm_states(hidden, positions)  # checks that there is an MLM head
+        return self.mlm_head.decoder(states)
+
+    def mlm_states(self, hidden: Tensor, positions: Tensor | None = None) -> Tensor:
+        """The MLM head up to its decoder: (B, T, E), or (N, E) at ``positions`` (as in :meth:`mlm_logits`).
+
+        With the decoder's weight and bias they give the MLM loss without the logits
+        (:func:`~minilm.objectives.mlm.mlm_loss_from_states`).
+        """
         if self.mlm_head is None:
             raise ValueError("this model has no MLM head (config.mlm=False, or its checkpoint had none)")
         if positions is not None:
@@ -298,7 +311,7 @@ class Bert(PretrainedMixin, nn.Module):
                 hidden = hidden.reshape(-1, hidden.size(-1))[positions]  # (N, C)
             else:
                 raise ValueError("positions must be a bool (B, T) mask or a 1-D long tensor of flat indices")
-        return self.mlm_head(hidden)
+        return self.mlm_head.states(hidden)
 
     def nsp_logits(self, hidden: Tensor) -> Tensor:
         """Final hidden states (B, T, C) -> next-sentence logits (B, 2): 0 = IsNext (B follows A), 1 = NotNext."""

@@ -202,8 +202,19 @@ class ELMo(nn.Module):
 
         Position k's forward logits predict token k + 1, its backward logits token k − 1.
         """
+        forward, backward = self.lm_states(input_ids, attention_mask, char_ids)
+        return self.softmax(forward), self.softmax(backward)
+
+    def lm_states(
+        self, input_ids: Tensor | None = None, attention_mask: Tensor | None = None, char_ids: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """What the shared softmax reads: the top forward and backward states after dropout, each (B, T, d).
+
+        With ``softmax`` they give the biLM loss without the logits
+        (:func:`~minilm.objectives.bilm.bilm_loss_from_states`).
+        """
         _, forward, backward = self._bilm(input_ids, attention_mask, char_ids)
-        return self.softmax(self.dropout(forward[-1])), self.softmax(self.dropout(backward[-1]))
+        return self.dropout(forward[-1]), self.dropout(backward[-1])
 
 
 def _lengths(attention_mask: Tensor | None, T: int) -> Tensor | None:

@@ -33,6 +33,7 @@ from .embeddings import (
 )
 from .feedforward import ACTIVATIONS, FeedForward
 from .inputs import check_token_ids
+from .linear_cross_entropy import linear_cross_entropy
 from .lstm import LSTMLayer, lstm_reference, reverse_padded
 from .norms import RMSNorm, make_norm
 from .scalar_mix import ScalarMix
@@ -63,6 +64,7 @@ __all__ = [
     "check_heads",
     "check_sharing",
     "check_token_ids",
+    "linear_cross_entropy",
     "lstm_reference",
     "make_norm",
     "padding_mask",

@@ -3,8 +3,8 @@ knowledge. Modules: ``causal_lm``, ``bilm``, ``mlm``, ``nsp``, ``sop``, ``rtd`` 
 and its ablations); ``segments`` (templates, segment and sentence pairs and their classifier's loss, shared by pair
 objectives), ``formats`` (RoBERTa's input formats, with NSP or SOP labels), ``labels`` (the ignored label)."""
 
-from .bilm import bilm_loss
-from .causal_lm import causal_lm_loss, language_model_blocks
+from .bilm import bilm_loss, bilm_loss_from_states
+from .causal_lm import causal_lm_loss, causal_lm_loss_from_states, language_model_blocks
 from .formats import (
     FORMATS,
     PAIR_FORMATS,
@@ -24,6 +24,7 @@ from .mlm import (
     mask_tokens,
     masked_positions,
     mlm_loss,
+    mlm_loss_from_states,
     ngram_spans,
     pad_batch,
     word_ids_from_encoding,
@@ -49,7 +50,9 @@ __all__ = [
     "StaticMaskedDataset",
     "Template",
     "bilm_loss",
+    "bilm_loss_from_states",
     "causal_lm_loss",
+    "causal_lm_loss_from_states",
     "copy_mlm_loss",
     "doc_sentences",
     "full_sentences",
@@ -59,6 +62,7 @@ __all__ = [
     "mask_tokens",
     "masked_positions",
     "mlm_loss",
+    "mlm_loss_from_states",
     "ngram_spans",
     "nsp_loss",
     "nsp_pairs",

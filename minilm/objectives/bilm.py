@@ -17,7 +17,9 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
+from minilm.nn.linear_cross_entropy import linear_cross_entropy
 from minilm.objectives.labels import IGNORE_INDEX
 
 
@@ -43,4 +45,28 @@ def bilm_loss(
     backward = F.cross_entropy(
         backward_logits[:, 1:].float().flatten(0, 1), ids[:, :-1].flatten(), ignore_index=ignore_index
     )
+    return BiLMLoss(forward + backward, forward, backward)
+
+
+def bilm_loss_from_states(
+    forward_states: torch.Tensor,
+    backward_states: torch.Tensor,
+    softmax: nn.Linear,
+    ids: torch.Tensor,
+    ignore_index: int = IGNORE_INDEX,
+) -> BiLMLoss:
+    """``bilm_loss(softmax(forward_states), softmax(backward_states), ids)`` without the (B, T, V) logits.
+
+    The states (B, T, d) are scored whole: the position with nothing to predict in each direction (the last one
+    forward, the first one backward) gets the target ``ignore_index``, so no slice of the states is copied.
+    """
+    forward_targets = F.pad(ids[:, 1:], (0, 1), value=ignore_index)  # position k predicts ids[k + 1]: (B, T)
+    backward_targets = F.pad(ids[:, :-1], (1, 0), value=ignore_index)  # position k predicts ids[k − 1]: (B, T)
+
+    def loss(states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return linear_cross_entropy(
+            states.flatten(0, 1), softmax.weight, softmax.bias, targets.flatten(), ignore_index=ignore_index
+        )
+
+    forward, backward = loss(forward_states, forward_targets), loss(backward_states, backward_targets)
     return BiLMLoss(forward + backward, forward, backward)

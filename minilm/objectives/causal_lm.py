@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
+from minilm.nn.linear_cross_entropy import linear_cross_entropy
 from minilm.objectives.labels import IGNORE_INDEX
 
 
@@ -18,6 +20,17 @@ def causal_lm_loss(logits: torch.Tensor, block: torch.Tensor, ignore_index: int 
     """Mean next-token cross-entropy: logits (B, T, V) for inputs block[:, :-1], targets block[:, 1:] (B, T)."""
     targets = block[:, 1:]  # (B, T)
     return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
+
+
+def causal_lm_loss_from_states(
+    hidden: torch.Tensor, lm_head: nn.Linear, block: torch.Tensor, ignore_index: int = IGNORE_INDEX
+) -> torch.Tensor:
+    """``causal_lm_loss(lm_head(hidden), block)`` without the (B, T, V) logits: hidden (B, T, C) are the final
+    states for inputs block[:, :-1]; the LM head and the loss run fused, in chunks (training's way)."""
+    targets = block[:, 1:]  # (B, T)
+    return linear_cross_entropy(
+        hidden.flatten(0, 1), lm_head.weight, lm_head.bias, targets.flatten(), ignore_index=ignore_index
+    )
 
 
 def language_model_blocks(ids: torch.Tensor, seq_len: int) -> torch.Tensor:

@@ -33,7 +33,9 @@ from numbers import Integral
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
+from minilm.nn.linear_cross_entropy import linear_cross_entropy
 from minilm.objectives.labels import IGNORE_INDEX
 
 # How each tokenizer family marks word boundaries inside its tokens: "##" continues the previous word (WordPiece),
@@ -285,6 +287,15 @@ def mlm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     if targets.numel() == 0:
         return logits.float().sum() * 0.0
     return F.cross_entropy(logits.float(), targets)
+
+
+def mlm_loss_from_states(states: torch.Tensor, decoder: nn.Linear, labels: torch.Tensor) -> torch.Tensor:
+    """``mlm_loss(decoder(states), labels)`` without the (|M|, V) logits: ``states`` (|M|, E) are the MLM head's
+    vectors at ``masked_positions(labels)`` (``Bert.mlm_states``); the decoder and the loss run fused, in chunks."""
+    targets = labels.flatten()[masked_positions(labels)]
+    if states.shape[0] != targets.shape[0]:
+        raise ValueError(f"{states.shape[0]} rows of states for {targets.shape[0]} masked positions in labels")
+    return linear_cross_entropy(states, decoder.weight, decoder.bias, targets)
 
 
 # ---------------------------------------------------------------------------------------------------- batches

@@ -15,7 +15,13 @@ from typing import ClassVar
 from minilm.models.bert import BERT_SIZES, ROBERTA_SIZES, Bert, BertConfig, RobertaConfig
 from minilm.objectives.formats import FORMATS, PAIR_FORMATS, make_examples
 from minilm.objectives.labels import IGNORE_INDEX
-from minilm.objectives.mlm import DynamicMasking, MaskingConfig, StaticMaskedDataset, masked_positions, mlm_loss
+from minilm.objectives.mlm import (
+    DynamicMasking,
+    MaskingConfig,
+    StaticMaskedDataset,
+    masked_positions,
+    mlm_loss_from_states,
+)
 from minilm.objectives.nsp import nsp_loss
 from minilm.train.config import ConfigError, choice
 from minilm.train.registry import ModelEntry, ObjectiveEntry, register_model, register_objective
@@ -85,8 +91,8 @@ def masked_lm_examples(documents, tokenizer, job, settings: MaskedLMConfig, vali
 def masked_lm(model, batch):
     """(final hidden states, the MLM loss at the masked positions) of a BERT-like model on a masked batch."""
     hidden = model.features(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).last_hidden_state
-    logits = model.mlm_logits(hidden, masked_positions(batch["labels"]))  # (|M|, V): only where masked
-    return hidden, mlm_loss(logits, batch["labels"])
+    states = model.mlm_states(hidden, masked_positions(batch["labels"]))  # (|M|, E): only where masked
+    return hidden, mlm_loss_from_states(states, model.mlm_head.decoder, batch["labels"])  # decoder + loss fused
 
 
 def bert_mlm_loss(model, batch) -> LossOutput:

@@ -27,7 +27,7 @@ import torch
 from minilm.models.electra import ELECTRA_SIZES, Electra, ElectraConfig, ElectraPretraining, check_generator
 from minilm.models.electra import generator_config as electra_generator_config
 from minilm.objectives.labels import IGNORE_INDEX
-from minilm.objectives.mlm import MaskingConfig, masked_positions, mlm_loss
+from minilm.objectives.mlm import MaskingConfig, masked_positions, mlm_loss, mlm_loss_from_states
 from minilm.objectives.rtd import RTD_WEIGHT, copy_mlm_loss, replace_tokens, rtd_loss, sample_replacements
 from minilm.recipes.bert import MaskedLMConfig, masked_lm_examples, masked_tokens
 from minilm.train.config import ConfigError
@@ -106,7 +106,8 @@ def generate(pair: ElectraPretraining, batch) -> tuple[torch.Tensor, torch.Tenso
     """
     labels = batch["labels"]
     hidden = pair.generator.features(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-    logits = pair.generator.mlm_logits(hidden.last_hidden_state, masked_positions(labels))  # (|M|, V)
+    # (|M|, V): the samples need the logits themselves, so the loss is computed from them (not fused)
+    logits = pair.generator.mlm_logits(hidden.last_hidden_state, masked_positions(labels))
     rng = None if pair.training else torch.Generator(logits.device).manual_seed(0)
     samples = sample_replacements(logits.detach(), pair.settings.temperature, generator=rng)  # no gradient
     corrupted, replaced = replace_tokens(batch["input_ids"], labels, samples)
@@ -142,7 +143,8 @@ def replace_mlm_loss(pair: ElectraPretraining, batch) -> LossOutput:
     generator_loss, corrupted, _ = generate(pair, batch)
     labels = batch["labels"]
     hidden = discriminator_hidden(pair, batch, corrupted)
-    mlm = mlm_loss(pair.discriminator.mlm_logits(hidden, masked_positions(labels)), labels)
+    states = pair.discriminator.mlm_states(hidden, masked_positions(labels))  # (|M|, E)
+    mlm = mlm_loss_from_states(states, pair.discriminator.mlm_head.decoder, labels)  # decoder + loss fused
     return LossOutput(generator_loss + mlm, real_tokens(batch), parts={"generator": generator_loss, "mlm": mlm})
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from minilm.models.elmo import ELMO_PRESETS, ELMo, ELMoConfig
-from minilm.objectives.bilm import bilm_loss
+from minilm.objectives.bilm import bilm_loss_from_states
 from minilm.recipes.language_model import lm_blocks, predicted_tokens
 from minilm.train.registry import ModelEntry, ObjectiveEntry, register_model, register_objective
 from minilm.train.trainer import LossOutput
@@ -15,8 +15,8 @@ def elmo_bilm_loss(model, block) -> LossOutput:
     Parts ``forward`` and ``backward``, each the mean over its direction's predictions; the loss is their mean
     (weights 1/2: both make as many predictions), the mean over all predictions, so exp(loss) stays a perplexity.
     """
-    forward_logits, backward_logits = model(block)  # (B, T, V) each
-    out = bilm_loss(forward_logits, backward_logits, block)
+    forward_states, backward_states = model.lm_states(block)  # (B, T, d) each; the softmax runs fused with the loss
+    out = bilm_loss_from_states(forward_states, backward_states, model.softmax, block)
     parts, weights = {"forward": out.forward, "backward": out.backward}, {"forward": 0.5, "backward": 0.5}
     return LossOutput(out.mean, n_tokens=predicted_tokens(block), parts=parts, weights=weights)
 

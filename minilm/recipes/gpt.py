@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from minilm.models.gpt import GPT, GPT_PRESETS, GPTConfig
-from minilm.objectives.causal_lm import causal_lm_loss
+from minilm.objectives.causal_lm import causal_lm_loss_from_states
 from minilm.recipes.language_model import lm_blocks, predicted_tokens
 from minilm.train.registry import ModelEntry, ObjectiveEntry, register_model, register_objective
 from minilm.train.trainer import LossOutput
@@ -16,9 +16,13 @@ GPT_SIZES = {
 
 
 def clm_loss(model, block) -> LossOutput:
-    """block (B, seq_len + 1): read block[:, :-1], predict block[:, 1:]; the mean over the B * seq_len predictions."""
-    logits = model(block[:, :-1])  # (B, T, V)
-    return LossOutput(causal_lm_loss(logits, block), n_tokens=predicted_tokens(block))
+    """block (B, seq_len + 1): read block[:, :-1], predict block[:, 1:]; the mean over the B * seq_len predictions.
+
+    The LM head and the loss run fused (the (B, T, V) logits never exist): the same loss as
+    ``causal_lm_loss(model(block[:, :-1]), block)``, faster and in less memory.
+    """
+    hidden = model.features(block[:, :-1]).last_hidden_state  # (B, T, C)
+    return LossOutput(causal_lm_loss_from_states(hidden, model.lm_head, block), n_tokens=predicted_tokens(block))
 
 
 def clm_counts(block) -> dict[str, int]:
