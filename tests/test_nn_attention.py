@@ -176,21 +176,42 @@ def test_projection_names_are_stable():
     assert names == {f"{p}.weight" for p in projections}
 
 
+@pytest.mark.parametrize("grad", [True, False])  # training through the cache concatenates; decoding writes buffers
 @pytest.mark.parametrize("fused", [True, False])
-def test_kv_cache_token_by_token_equals_full_causal_forward(fused):
+def test_kv_cache_token_by_token_equals_full_causal_forward(fused, grad):
     mha = MultiHeadAttention(16, 4, fused=fused).eval()
     x = torch.randn(2, 7, 16)
     keep = torch.tensor([[1] * 7, [0, 0, 1, 1, 1, 1, 1]])  # left padding, as in batched generation
-    full = mha(x, mask=padding_mask(keep), is_causal=True)
-
-    cache = KVCache()
-    steps = [mha(x[:, :3], mask=padding_mask(keep[:, :3]), is_causal=True, cache=cache)]  # prefill 3
-    for t in range(3, 7):
-        steps.append(mha(x[:, t : t + 1], mask=padding_mask(keep[:, : t + 1]), is_causal=True, cache=cache))
+    with torch.set_grad_enabled(grad):
+        full = mha(x, mask=padding_mask(keep), is_causal=True)
+        cache = KVCache()
+        steps = [mha(x[:, :3], mask=padding_mask(keep[:, :3]), is_causal=True, cache=cache)]  # prefill 3
+        for t in range(3, 7):
+            steps.append(mha(x[:, t : t + 1], mask=padding_mask(keep[:, : t + 1]), is_causal=True, cache=cache))
     assert len(cache) == 7 and cache.k.shape == (2, 4, 7, 4)
     # left-padded queries attend to nothing: compare real positions only
     real = keep.bool()
-    torch.testing.assert_close(torch.cat(steps, dim=1)[real], full[real], atol=1e-5, rtol=1e-5)
+    cached = torch.cat(steps, dim=1)
+    torch.testing.assert_close(cached[real], full[real], atol=1e-5, rtol=1e-5)
+    if grad:  # the gradients through the cache are those of the full forward
+        (full_grad,) = torch.autograd.grad(full[real].square().sum(), [mha.k_proj.weight])
+        (cached_grad,) = torch.autograd.grad(cached[real].square().sum(), [mha.k_proj.weight])
+        torch.testing.assert_close(cached_grad, full_grad, atol=1e-5, rtol=1e-5)
+
+
+def test_kv_cache_writes_each_step_in_place_and_reallocates_only_when_it_doubles():
+    """A decoding step copies only its own keys and values: torch.cat would copy the whole cache every step."""
+    cache, appended, buffers = KVCache(), [], []
+    with torch.no_grad():
+        for t in [3] + [1] * 29:  # a 3-token prompt, then 29 tokens: 32 positions
+            k, v = torch.randn(2, 4, t, 8), torch.randn(2, 4, t, 8)
+            appended.append((k, v))
+            all_k, all_v = cache.append(k, v)
+            buffers.append(all_k.untyped_storage().data_ptr())
+    assert len(cache) == 32 and all_k.shape == (2, 4, 32, 8)
+    torch.testing.assert_close(all_k, torch.cat([k for k, _ in appended], dim=-2), rtol=0, atol=0)
+    torch.testing.assert_close(cache.v, torch.cat([v for _, v in appended], dim=-2), rtol=0, atol=0)
+    assert len(set(buffers)) == 5  # capacities 3 (exact), 6, 12, 24, 48
 
 
 def test_cross_attention_cache_projects_the_context_once():

@@ -197,7 +197,8 @@ class GPT(PretrainedMixin, nn.Module):
         cache = self.new_cache()
 
         def step(new_ids: Tensor, mask: Tensor | None) -> Tensor:
-            return self(new_ids, attention_mask=mask, cache=cache)[:, -1]  # (B, V): only the newest position
+            hidden = self.features(new_ids, mask, cache=cache).last_hidden_state  # (B, T_new, C)
+            return self.lm_head(hidden[:, -1])  # (B, V): the LM head at the newest position only
 
         return generation.generate(
             step,

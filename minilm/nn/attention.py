@@ -103,6 +103,8 @@ def scaled_dot_product_attention(
     """
     _check_mask(mask)
     q_len, k_len = q.size(-2), k.size(-2)
+    if is_causal and q_len == 1:  # one query, the last: it may attend to every key, so the causal mask adds nothing
+        is_causal = False
     if is_causal and mask is None and bias is None and q_len == k_len:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale)
     if is_causal:
@@ -118,27 +120,56 @@ class KVCache:
 
     Self-attention: each step :meth:`append` s the new positions' k, v and attends to everything so far.
     Cross-attention: the context's k, v are stored on the first step and reused (``is_filled``) afterwards.
+
+    They live in buffers that grow by doubling, so a step writes only its own positions; ``torch.cat`` would copy
+    the whole cache at every step, a cost quadratic in the length. ``k`` and ``v`` are views of the filled part.
     """
 
     def __init__(self) -> None:
-        self.k: Tensor | None = None  # (B, nh, T_cached, hs)
-        self.v: Tensor | None = None  # (B, nh, T_cached, hs)
+        self._k: Tensor | None = None  # (B, nh, capacity, hs); positions from len(self) on are not filled yet
+        self._v: Tensor | None = None
+        self._length = 0
+
+    @property
+    def k(self) -> Tensor | None:
+        """The cached keys (B, nh, T_cached, hs), or None before the first append."""
+        return None if self._k is None else self._k[:, :, : self._length]
+
+    @property
+    def v(self) -> Tensor | None:
+        """The cached values (B, nh, T_cached, hs), or None before the first append."""
+        return None if self._v is None else self._v[:, :, : self._length]
 
     @property
     def is_filled(self) -> bool:
-        return self.k is not None
+        return self._k is not None
 
     def __len__(self) -> int:
         """Number of cached positions."""
-        return 0 if self.k is None else self.k.size(-2)
+        return self._length
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Add k, v (B, nh, T_new, hs) after the cached ones; return all of them (B, nh, T_cached + T_new, hs)."""
-        if self.k is not None:
-            k = torch.cat([self.k, k], dim=-2)
-            v = torch.cat([self.v, v], dim=-2)
-        self.k, self.v = k, v
-        return k, v
+        end = self._length + k.size(-2)
+        if torch.is_grad_enabled() and (k.requires_grad or v.requires_grad):
+            # Training through the cache: concatenate, as writing into a buffer in place would break autograd.
+            self._k = k if self._k is None else torch.cat([self.k, k], dim=-2)
+            self._v = v if self._v is None else torch.cat([self.v, v], dim=-2)
+        else:
+            if self._k is None or end > self._k.size(-2):  # the first fill is exact; later ones double
+                capacity = max(end, 2 * self._k.size(-2)) if self._k is not None else end
+                self._k, self._v = self._grown(self._k, k, capacity), self._grown(self._v, v, capacity)
+            self._k[:, :, self._length : end] = k
+            self._v[:, :, self._length : end] = v
+        self._length = end
+        return self.k, self.v
+
+    def _grown(self, buffer: Tensor | None, new: Tensor, capacity: int) -> Tensor:
+        B, nh, _, hs = new.shape
+        grown = new.new_empty(B, nh, capacity, hs)
+        if buffer is not None:
+            grown[:, :, : self._length] = buffer[:, :, : self._length]
+        return grown
 
 
 def check_heads(d_model: int, n_heads: int) -> None:
