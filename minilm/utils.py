@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 
 
@@ -12,12 +11,13 @@ def reproducible(seed: int = 0, threads: int = 1) -> None:
     Same seed and same thread count give bitwise-identical CPU runs; a different thread count changes the order
     of floating-point sums, so chapters pin it (1 thread is also the fastest choice inside a notebook kernel on
     a small machine where pytest competes for the cores).
+
+    It leaves ``OMP_WAIT_POLICY`` alone: the test suite and CI set it to PASSIVE, so that idle threads do not spin on
+    cores pytest needs, but on a machine of your own PASSIVE threads make decoding (thousands of tiny operations,
+    each waking them) several times slower, and a library must not choose that for you.
     """
     import torch
 
-    # Threads that spin while waiting steal the only other core from pytest; this must be set before the
-    # OpenMP runtime starts, so it only helps when called before torch runs its first parallel op.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     seed_all(seed)
     torch.set_num_threads(threads)
 

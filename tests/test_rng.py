@@ -1,7 +1,10 @@
 """Capturing and restoring the global random generators: the same draws again, through a weights-only file."""
 
 import io
+import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -37,3 +40,11 @@ def test_cuda_states_for_missing_devices_are_skipped_with_a_warning(monkeypatch)
     with pytest.warns(UserWarning, match="1 CUDA device\\(s\\) but 0 are available; .* not exact"):
         restore_rng_state(state)
     assert draws() == expected
+
+
+def test_reproducible_leaves_the_openmp_wait_policy_to_the_user():
+    """PASSIVE threads make decoding several times slower on a machine of one's own: the library must not set it."""
+    code = "import os\nfrom minilm.utils import reproducible\nreproducible(0)\nprint(os.environ.get('OMP_WAIT_POLICY'))"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "None"
