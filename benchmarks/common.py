@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -112,3 +114,38 @@ def import_transformers():
 
     transformers.logging.set_verbosity_error()
     return transformers
+
+
+# ------------------------------------------------------------------------------------------ peak memory
+# The kernel keeps a process's resident-memory high-water mark (VmHWM), so each variant is measured in a fresh process:
+# the script runs itself again with --peak-memory-of NAME, builds that variant alone and reports how far its resident
+# memory rose above what it held before the steps (the step's activations, logits, gradients, optimizer state).
+# (Not ru_maxrss: a child started by fork + exec inherits its parent's.)
+
+
+def peak_memory_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--peak-memory-of", metavar="VARIANT", help=argparse.SUPPRESS)  # internal: the child's job
+
+
+def step_peak_memory(step, steps: int = 3) -> None:
+    """In the child process: run ``steps`` calls of ``step``; print the MiB the resident set rose above its size
+    before them."""
+    before = _resident_kib("VmRSS")
+    for _ in range(steps):
+        step()
+    print(f"peak-memory {(_resident_kib('VmHWM') - before) / 1024:.1f}")
+
+
+def _resident_kib(field: str) -> int:
+    """VmRSS (resident now) or VmHWM (the most ever resident) of this process, in KiB (Linux)."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(f"{field}:"))
+
+
+@functools.cache
+def peak_memory_mib(variant: str) -> float:
+    """In the parent: the step peak memory (MiB) of ``variant``, measured once, at 1 thread, in a fresh run of this
+    script (memory does not depend on the thread count)."""
+    command = [sys.executable, *sys.argv, "--threads", "1", "--peak-memory-of", variant]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    return float(out.split("peak-memory ")[-1])

@@ -19,8 +19,12 @@ its parts are timed alone on the same batch (forward + backward to their inputs 
 
     char CNN:        embed(ids): unique tokens -> char_table -> char embedding, convolutions, highway, projection
     LSTMs:           both directions' two LSTMP layers (torch.nn.LSTM's own CPU kernel) with the residual connection
-    softmax + loss:  the shared softmax (d -> V) on both directions' top layer and the two cross-entropies
+    softmax + loss:  the shared softmax (d -> V) on both directions' top layer and the two cross-entropies, fused
+                     as ``elmo_bilm_loss`` runs them (``bilm_loss_from_states``: the logits never materialise)
     rest (derived):  whole step - the three parts: the optimizer, clipping, zero_grad, the backward LM's reversal
+
+A context row times the softmax + loss the plain way (the (B, T, V) logits, then ``bilm_loss``), as the step ran it
+before the fused loss; it is not part of the step.
 
 The variants are warmed up, then timed round-robin (one call each per round) so that a noisy machine slows all
 alike; the tables report medians of the wall clock and of the process's CPU time.
@@ -44,7 +48,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 from common import run_header, time_round_robin, timing_args  # noqa: E402
 
-from minilm.objectives.bilm import bilm_loss  # noqa: E402
+from minilm.objectives.bilm import bilm_loss, bilm_loss_from_states  # noqa: E402
 from minilm.tokenizers import train_tokenizer  # noqa: E402
 from minilm.train import registry  # noqa: E402
 from minilm.train.pretrain import PretrainConfig, load_documents, split_documents  # noqa: E402
@@ -52,6 +56,7 @@ from minilm.train.trainer import TrainConfig, Trainer  # noqa: E402
 
 STEP = "whole step: Trainer.train_step"
 PARTS = ("char CNN (embed)", "LSTMs, both directions", "softmax + loss, both directions")
+PLAIN_SOFTMAX = "(context, not in the step) softmax + loss with the logits materialised"
 
 
 # ------------------------------------------------------------------------------------------ the job
@@ -97,13 +102,19 @@ def part_steps(model, block: torch.Tensor) -> dict:
         top_backward = model._run(model.backward_lm, x_in.flip(1), None)[-1]  # no padding: reverse_padded is flip
         grads([top_forward, top_backward], [x_in, *lstm_params], [grad_x, grad_x])
 
-    def softmax_loss() -> None:
+    def softmax_loss() -> None:  # as elmo_bilm_loss computes it: the softmax fused with the cross-entropy
+        h_forward, h_backward = (h.detach().requires_grad_() for h in (forward[-1], backward[-1]))
+        states = model.dropout(h_forward), model.dropout(h_backward)
+        loss = bilm_loss_from_states(*states, model.softmax, block).mean
+        grads(loss, [h_forward, h_backward, *softmax_params])
+
+    def plain_softmax_loss() -> None:  # the (B, T, V) logits of each direction, then the cross-entropies
         h_forward, h_backward = (h.detach().requires_grad_() for h in (forward[-1], backward[-1]))
         logits = model.softmax(model.dropout(h_forward)), model.softmax(model.dropout(h_backward))
         loss = bilm_loss(*logits, block).mean
         grads(loss, [h_forward, h_backward, *softmax_params])
 
-    return dict(zip(PARTS, (char_cnn, lstms, softmax_loss), strict=True))
+    return dict(zip(PARTS, (char_cnn, lstms, softmax_loss), strict=True)) | {PLAIN_SOFTMAX: plain_softmax_loss}
 
 
 # ------------------------------------------------------------------------------------------ timing

@@ -43,9 +43,12 @@ from common import (  # noqa: E402
     PEAK_N,
     import_transformers,
     matmul_step,
+    peak_memory_mib,
+    peak_memory_option,
     run_header,
     speed_up_cells,
     speed_up_table,
+    step_peak_memory,
     time_round_robin,
     timing_args,
 )
@@ -230,8 +233,9 @@ def mlm_flops(model: Bert, seq_len: int, tokens: int, masked: float) -> tuple[fl
     total = count_parameters(model)
     e = model.embedding
     embeddings = e.token.weight.numel() + e.position.weight.numel() + e.segment.weight.numel()
-    head = count_parameters(model.mlm_head) + model.mlm_head.decoder.weight.numel()  # the tied d x V matmul too
-    body = total - embeddings - count_parameters(model.mlm_head)  # blocks + embedding LayerNorm
+    head = count_parameters(model.mlm_head)  # transform, LayerNorm, decoder bias and the tied d x V decoder weight
+    # ``total`` counts the tied decoder weight once, as the token embedding: subtract only the head's own parameters
+    body = total - embeddings - (head - model.mlm_head.decoder.weight.numel())  # blocks + embedding LayerNorm
     attention = 12 * c.n_layers * seq_len * c.d_model
     useful = tokens * (6 * body + attention) + masked * 6 * head
     everywhere = tokens * (6 * (body + head) + attention)
@@ -255,23 +259,28 @@ def mlm_flops(model: Bert, seq_len: int, tokens: int, masked: float) -> tuple[fl
 # ------------------------------------------------------------------------------------------ tables
 
 
+def mlm_variants(config: BertConfig, data: list[dict], batch_size: int) -> dict:
+    """{variant: a function that builds its train_step}, so that a peak-memory child builds only its own."""
+    reference = transformers_mlm(config)
+    return {
+        MINILM: lambda: minilm_step(minilm_mlm(config, reference), bert_mlm_loss, data, default_collate, batch_size),
+        "transformers BertForMaskedLM, labels= (primary)": lambda: transformers_step(
+            reference, data, default_collate, batch_size, fused=True
+        ),
+        "minilm, logits at every position": lambda: minilm_step(
+            minilm_mlm(config, reference), full_vocab_mlm_loss, data, default_collate, batch_size
+        ),
+        "transformers, default AdamW (as usually run)": lambda: transformers_step(
+            transformers_mlm(config), data, default_collate, batch_size, fused=None
+        ),
+    }
+
+
 def mlm_table(threads: int, args, config: BertConfig, data: list[dict], flops: float) -> str:
     torch.set_num_threads(threads)
     tokens = args.batch_size * args.seq_len
-    reference = transformers_mlm(config)
-    variants = {
-        MINILM: minilm_step(minilm_mlm(config, reference), bert_mlm_loss, data, default_collate, args.batch_size),
-        "transformers BertForMaskedLM, labels= (primary)": transformers_step(
-            reference, data, default_collate, args.batch_size, fused=True
-        ),
-        "minilm, logits at every position": minilm_step(
-            minilm_mlm(config, reference), full_vocab_mlm_loss, data, default_collate, args.batch_size
-        ),
-        "transformers, default AdamW (as usually run)": transformers_step(
-            transformers_mlm(config), data, default_collate, args.batch_size, fused=None
-        ),
-        "matmul peak": matmul_step(),
-    }
+    steps = mlm_variants(config, data, args.batch_size)
+    variants = {name: build() for name, build in steps.items()} | {"matmul peak": matmul_step()}
     median, first = time_round_robin(variants, args.rounds, warmup=args.warmup)
     peak = 2 * PEAK_N**3 / median.pop("matmul peak")[0]
     ours, ours_cpu = median[MINILM]
@@ -280,15 +289,16 @@ def mlm_table(threads: int, args, config: BertConfig, data: list[dict], flops: f
         f"matmul peak ({PEAK_N}^3 fp32, median): {peak / 1e9:.0f} GFLOP/s; first-step loss, same weights and batch: "
         + ", ".join(f"{first[n][0]:.5f}" for n in list(median)[:3])
         + " (minilm, transformers, minilm every position)\n",
-        "| variant | ms/step | tokens/s | minilm speed-up | CPU ms/step | speed-up by CPU time | GFLOP/s | MFU |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| variant | ms/step | tokens/s | minilm speed-up | CPU ms/step | speed-up by CPU time | GFLOP/s | MFU | "
+        "step peak memory (MiB) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, (seconds, cpu_seconds) in median.items():
         achieved = flops / seconds
         speed_up, cpu_speed_up = speed_up_cells(name, MINILM, seconds, cpu_seconds, ours, ours_cpu)
         rows.append(
             f"| {name} | {1000 * seconds:.0f} | {tokens / seconds:,.0f} | {speed_up} | {1000 * cpu_seconds:.0f} | "
-            f"{cpu_speed_up} | {achieved / 1e9:.0f} | {achieved / peak:.0%} |"
+            f"{cpu_speed_up} | {achieved / 1e9:.0f} | {achieved / peak:.0%} | {peak_memory_mib(name):.0f} |"
         )
     return "\n".join(rows)
 
@@ -322,9 +332,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-size", type=int, default=16, help="MLM rows per step (16)")
     parser.add_argument("--seq-len", type=int, default=128, help="MLM tokens per row (128)")
+    peak_memory_option(parser)
     args = timing_args(parser, rounds=12)
     transformers = import_transformers()
     config = minilm_config(args.seq_len)
+    if args.peak_memory_of:  # a child process measuring one variant's memory
+        torch.set_num_threads(1)
+        data = mlm_examples(args.batch_size, args.seq_len, torch.Generator().manual_seed(0))
+        return step_peak_memory(mlm_variants(config, data, args.batch_size)[args.peak_memory_of]())
     reference = transformers_mlm(config)
     default_attention = transformers_mlm(config, attention=None).config._attn_implementation
     minilm_model = minilm_mlm(config, reference)

@@ -37,20 +37,26 @@ from common import (  # noqa: E402
     PEAK_N,
     import_transformers,
     matmul_step,
+    peak_memory_mib,
+    peak_memory_option,
     run_header,
     speed_up_cells,
+    step_peak_memory,
     time_round_robin,
     timing_args,
 )
 
 from minilm.models.gpt import GPT, GPTConfig  # noqa: E402
 from minilm.models.hf.gpt2 import config_to_hf  # noqa: E402
+from minilm.objectives.causal_lm import causal_lm_loss  # noqa: E402
 from minilm.recipes.gpt import GPT_SIZES, clm_loss  # noqa: E402
-from minilm.train.trainer import TrainConfig, Trainer, lr_lambda, parameter_groups  # noqa: E402
+from minilm.recipes.language_model import predicted_tokens  # noqa: E402
+from minilm.train.trainer import LossOutput, TrainConfig, Trainer, lr_lambda, parameter_groups  # noqa: E402
 from minilm.utils import count_parameters  # noqa: E402
 
 VOCAB_SIZE = 8192  # the default job's tokenizer size
 MINILM = "minilm GPT, Trainer.train_step"
+PLAIN = "minilm, LM head and loss not fused (logits materialised)"
 
 
 # ------------------------------------------------------------------------------------------ models
@@ -76,12 +82,17 @@ def transformers_model(config: GPTConfig, activation: str, attention: str | None
 # ------------------------------------------------------------------------------------------ training steps
 
 
-def minilm_step(config: GPTConfig, data: torch.Tensor, batch_size: int):
+def minilm_step(config: GPTConfig, data: torch.Tensor, batch_size: int, loss=clm_loss):
     """A Trainer as the CLI builds it (fused AdamW on CPU, clipping 1.0, warm-up + cosine LambdaLR); its train_step."""
     train_config = TrainConfig(
         batch_size=batch_size, device="cpu", progress=False, max_steps=10**9, log_every=10**9, run_dir=""
     )
-    return Trainer(GPT(config), clm_loss, data, config=train_config).train_step
+    return Trainer(GPT(config), loss, data, config=train_config).train_step
+
+
+def logits_clm_loss(model, block) -> LossOutput:
+    """The causal LM loss the plain way: the (B, T, V) logits, then the cross-entropy (the context row)."""
+    return LossOutput(causal_lm_loss(model(block[:, :-1]), block), n_tokens=predicted_tokens(block))
 
 
 def transformers_step(model, data: torch.Tensor, batch_size: int, fused: bool | None):
@@ -144,32 +155,42 @@ def flops_per_token(model: GPT, seq_len: int) -> tuple[float, list[tuple[str, st
 # ------------------------------------------------------------------------------------------ main
 
 
+def training_data(args) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randint(0, VOCAB_SIZE, (8 * args.batch_size, args.seq_len + 1), generator=generator)
+
+
+def variant_steps(config: GPTConfig, data: torch.Tensor, batch_size: int) -> dict:
+    """{variant: a function that builds its train_step}, so that a peak-memory child builds only its own."""
+    return {
+        MINILM: lambda: minilm_step(config, data, batch_size),
+        PLAIN: lambda: minilm_step(config, data, batch_size, loss=logits_clm_loss),
+        "transformers GPT2LMHeadModel (primary)": lambda: transformers_step(
+            transformers_model(config, "gelu_new"), data, batch_size, fused=True
+        ),
+        "transformers, default AdamW (as usually run)": lambda: transformers_step(
+            transformers_model(config, "gelu_new"), data, batch_size, fused=None
+        ),
+        "transformers, gelu_pytorch_tanh": lambda: transformers_step(
+            transformers_model(config, "gelu_pytorch_tanh"), data, batch_size, fused=True
+        ),
+    }
+
+
 def throughput_table(threads: int, args, config: GPTConfig, flops: float) -> str:
     torch.set_num_threads(threads)
     tokens = args.batch_size * args.seq_len
-    generator = torch.Generator().manual_seed(0)
-    data = torch.randint(0, VOCAB_SIZE, (8 * args.batch_size, args.seq_len + 1), generator=generator)
-    variants = {
-        MINILM: minilm_step(config, data, args.batch_size),
-        "transformers GPT2LMHeadModel (primary)": transformers_step(
-            transformers_model(config, "gelu_new"), data, args.batch_size, fused=True
-        ),
-        "transformers, default AdamW (as usually run)": transformers_step(
-            transformers_model(config, "gelu_new"), data, args.batch_size, fused=None
-        ),
-        "transformers, gelu_pytorch_tanh": transformers_step(
-            transformers_model(config, "gelu_pytorch_tanh"), data, args.batch_size, fused=True
-        ),
-        "matmul peak": matmul_step(),
-    }
+    steps = variant_steps(config, training_data(args), args.batch_size)
+    variants = {name: build() for name, build in steps.items()} | {"matmul peak": matmul_step()}
     median, _ = time_round_robin(variants, args.rounds, warmup=args.warmup)
     peak = 2 * PEAK_N**3 / median.pop("matmul peak")[0]
     ours, ours_cpu = median[MINILM]
     rows = [
         f"**{threads} thread{'s' if threads > 1 else ''}**, median of {args.rounds} steps of each, round-robin; "
         f"matmul peak ({PEAK_N}^3 fp32, median): {peak / 1e9:.0f} GFLOP/s\n",
-        "| variant | ms/step | tokens/s | minilm speed-up | CPU ms/step | speed-up by CPU time | model GFLOP/s | MFU |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| variant | ms/step | tokens/s | minilm speed-up | CPU ms/step | speed-up by CPU time | model GFLOP/s | MFU "
+        "| step peak memory (MiB) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, (seconds, cpu_seconds) in median.items():
         tokens_per_s = tokens / seconds
@@ -177,7 +198,7 @@ def throughput_table(threads: int, args, config: GPTConfig, flops: float) -> str
         speed_up, cpu_speed_up = speed_up_cells(name, MINILM, seconds, cpu_seconds, ours, ours_cpu)
         rows.append(
             f"| {name} | {1000 * seconds:.0f} | {tokens_per_s:,.0f} | {speed_up} | {1000 * cpu_seconds:.0f} | "
-            f"{cpu_speed_up} | {achieved / 1e9:.0f} | {achieved / peak:.0%} |"
+            f"{cpu_speed_up} | {achieved / 1e9:.0f} | {achieved / peak:.0%} | {peak_memory_mib(name):.0f} |"
         )
     return "\n".join(rows)
 
@@ -186,9 +207,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-size", type=int, default=16, help="blocks per step (16, the default job's)")
     parser.add_argument("--seq-len", type=int, default=128, help="tokens per block (128, the default job's)")
+    peak_memory_option(parser)
     args = timing_args(parser, rounds=12)
     transformers = import_transformers()
     config = minilm_config(args.seq_len)
+    if args.peak_memory_of:  # a child process measuring one variant's memory
+        torch.set_num_threads(1)
+        return step_peak_memory(variant_steps(config, training_data(args), args.batch_size)[args.peak_memory_of]())
     minilm_model = GPT(config)
     reference = transformers_model(config, "gelu_new")
     default_attention = transformers_model(config, "gelu_new", attention=None).config._attn_implementation
