@@ -331,12 +331,14 @@ plt.show()
 # top-p trade one failure against the other. Which one reads best is a matter for a human reader (or, for a tiny
 # model, none of them).
 #
-# **Decoding speed on your own machine: mind `OMP_WAIT_POLICY`.** `minilm.utils.reproducible` (and the test suite's
-# conftest) set `OMP_WAIT_POLICY=PASSIVE`, which stops idle OpenMP threads from spinning — right for a notebook that
-# shares two cores with pytest. But token-by-token decoding is thousands of tiny operations, and with passive
-# threads each one pays for waking them up: on this course's 2-core machine, 2 passive threads decoded about 3x
-# slower than 1 thread. When you decode outside the course's notebooks, use `torch.set_num_threads(1)` for small
-# models, or leave `OMP_WAIT_POLICY` unset (it must be set before torch starts its thread pool to have any effect).
+# **Decoding speed on your own machine: mind `OMP_WAIT_POLICY`.** The course's test suite (its `conftest.py`) and CI
+# set `OMP_WAIT_POLICY=PASSIVE`, which puts idle OpenMP threads to sleep instead of letting them spin: right when a
+# notebook shares two cores with pytest, where a spinning thread steals the core pytest needs. Token-by-token
+# decoding is the opposite case: thousands of tiny operations, each of which must wake the sleeping threads. On this
+# course's 2-core machine (`benchmarks/generation.py`, batch 1) 2 passive threads decoded about 175 tokens/s, 1
+# thread about 385 and 2 spinning (`ACTIVE`) threads about 466. `minilm` itself never sets the variable: when you
+# decode on a machine of your own, leave it unset (or `ACTIVE`), or use `torch.set_num_threads(1)` for small models
+# on a busy machine. It must be set before torch starts its thread pool to have any effect.
 #
 # ## 5. Zero-shot behaviour
 #
