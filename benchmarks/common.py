@@ -57,7 +57,7 @@ def run_header(*versions: str, load: float | None = None) -> str:
     load = os.getloadavg()[0] if load is None else load
     machine = ", ".join(
         [
-            f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()})",
+            f"{os.cpu_count()} CPUs ({cpu_model()})",
             f"torch {torch.__version__}",
             *versions,
             f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}",
@@ -68,6 +68,16 @@ def run_header(*versions: str, load: float | None = None) -> str:
         f"date: {datetime.date.today()}; command: python {' '.join(sys.argv)}\n"
         f"machine: {machine}; load average {load:.1f} at start"
     )
+
+
+def cpu_model() -> str:
+    """The processor's name (/proc/cpuinfo's "model name"), else its architecture: the same script's figures move
+    with the machine kind, so the recorded results name it."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
 
 
 def timing_args(parser: argparse.ArgumentParser, rounds: int, quick: int = 4, warmup: int = 2, note: str = ""):
