@@ -334,9 +334,10 @@ plt.show()
 # **Decoding speed on your own machine: mind `OMP_WAIT_POLICY`.** The course's test suite (its `conftest.py`) and CI
 # set `OMP_WAIT_POLICY=PASSIVE`, which puts idle OpenMP threads to sleep instead of letting them spin: right when a
 # notebook shares two cores with pytest, where a spinning thread steals the core pytest needs. Token-by-token
-# decoding is the opposite case: thousands of tiny operations, each of which must wake the sleeping threads. On this
-# course's 2-core machine (`benchmarks/generation.py`, batch 1) 2 passive threads decoded about 175 tokens/s, 1
-# thread about 385 and 2 spinning (`ACTIVE`) threads about 466. `minilm` itself never sets the variable: when you
+# decoding is the opposite case: thousands of tiny operations, each of which must wake the sleeping threads. How
+# much that costs depends on the machine (`benchmarks/generation.py`, batch 1): on one 2-core VM (Xeon) 2 passive
+# threads decoded about 175 tokens/s, 1 thread about 385 and 2 spinning (`ACTIVE`) threads about 466; on another
+# (AMD EPYC) 308, 303 and 390. `minilm` itself never sets the variable: when you
 # decode on a machine of your own, leave it unset (or `ACTIVE`), or use `torch.set_num_threads(1)` for small models
 # on a busy machine. It must be set before torch starts its thread pool to have any effect.
 #
