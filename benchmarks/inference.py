@@ -52,6 +52,7 @@ from common import (  # noqa: E402
 from minilm.data.tasks import load_stsb  # noqa: E402
 from minilm.heads import pool  # noqa: E402
 from minilm.models.bert import Bert  # noqa: E402
+from minilm.objectives.mlm import pad_batch  # noqa: E402
 from minilm.tokenizers import Tokenizer  # noqa: E402
 from minilm.utils import count_parameters  # noqa: E402
 
@@ -102,13 +103,9 @@ def batches(ids: list[list[int]], batch_size: int, by_length: bool, pad_id: int,
     out = []
     for start in range(0, len(order), batch_size):
         rows = order[start : start + batch_size]
-        width = max(len(ids[i]) for i in rows)
-        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        mask = torch.zeros(len(rows), width, dtype=torch.long)
-        for r, i in enumerate(rows):
-            input_ids[r, : len(ids[i])] = torch.tensor(ids[i])
-            mask[r, : len(ids[i])] = 1
-        out.append(Batch(torch.tensor(rows), input_ids, mask, torch.zeros_like(input_ids)))
+        padded = pad_batch([{"input_ids": torch.tensor(ids[i])} for i in rows], pad_id)  # adds the attention mask
+        input_ids = padded["input_ids"]
+        out.append(Batch(torch.tensor(rows), input_ids, padded["attention_mask"], torch.zeros_like(input_ids)))
     return out
 
 
