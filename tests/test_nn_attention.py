@@ -231,3 +231,57 @@ def test_cross_attention_cache_projects_the_context_once():
 def test_heads_must_divide_the_width():
     with pytest.raises(ValueError, match="divisible"):
         MultiHeadAttention(10, 3)
+
+
+def _chunks(batch, lengths):
+    return [(torch.randn(batch, 2, t, 4), torch.randn(batch, 2, t, 4)) for t in lengths]
+
+
+def test_kv_cache_reorder_then_append_equals_the_reordered_cache_built_from_scratch():
+    """Beam search moves rows: they may repeat, change order and number; the doubling buffers go on after it."""
+    before, after = _chunks(3, [3, 1, 1]), _chunks(4, [1, 1, 1])  # 5 positions before: capacity 6
+    index = torch.tensor([2, 0, 0, 1])
+    cache, scratch = KVCache(), KVCache()
+    with torch.no_grad():
+        for k, v in before:
+            cache.append(k, v)
+            scratch.append(k[index], v[index])
+        cache.reorder(index)
+        assert len(cache) == 5 and cache.k.shape == (4, 2, 5, 4)
+        torch.testing.assert_close(cache.k, scratch.k, rtol=0, atol=0)
+        buffers = []
+        for k, v in after:
+            cache.append(k, v)
+            scratch.append(k, v)
+            buffers.append(cache.k.untyped_storage().data_ptr())
+    torch.testing.assert_close(cache.k, scratch.k, rtol=0, atol=0)
+    torch.testing.assert_close(cache.v, scratch.v, rtol=0, atol=0)
+    assert buffers[0] != buffers[1] == buffers[2]  # reordered at capacity 6: the 7th position doubles it to 12
+
+
+def test_kv_cache_reorder_expands_rows_into_beams():
+    (k, v), beams = _chunks(2, [3])[0], torch.arange(2).repeat_interleave(3)  # B = 2 rows -> 2 * 3 beams
+    cache = KVCache()
+    with torch.no_grad():
+        cache.append(k, v)
+        cache.reorder(beams)
+    assert torch.equal(cache.k, k.repeat_interleave(3, dim=0)) and torch.equal(cache.v, v.repeat_interleave(3, dim=0))
+    empty = KVCache()
+    empty.reorder(beams)  # before the first step: nothing to move
+    assert len(empty) == 0 and empty.k is None
+    with pytest.raises(ValueError, match="index must be 1-D"):
+        cache.reorder(beams[None])
+
+
+def test_cross_attention_cache_reorder_moves_the_context_rows():
+    mha = MultiHeadAttention(16, 4, kv_dim=12).eval()
+    x, context = torch.randn(2, 2, 16), torch.randn(2, 5, 12)
+    index = torch.tensor([1, 1, 0])
+    cache = KVCache()
+    with torch.no_grad():
+        mha(x[:, :1], context=context, cache=cache)
+        cache.reorder(index)
+        unused = torch.zeros(3, 5, 12)  # later steps read the cached keys and values, not the context
+        got = mha(x[index, 1:], context=unused, cache=cache)
+    assert len(cache) == 5
+    torch.testing.assert_close(got, mha(x[index, 1:], context=context[index]), atol=1e-6, rtol=1e-5)

@@ -14,6 +14,7 @@ from minilm.nn import (
     causal_mask,
     padding_mask,
 )
+from minilm.nn.blocks import reorder_cache
 from minilm.utils import count_parameters
 
 D, H, FF = 16, 4, 32
@@ -244,3 +245,25 @@ def test_decoding_with_cache_equals_full_forward(cross_attention):
         steps.append(decoder(x, memory=memory, memory_mask=memory_mask, cache=cache).last_hidden_state)
     assert len(cache[0].self_attn) == 9 and len(cache[-1].cross_attn) == (6 if cross_attention else 0)
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("index", [[1, 0, 1], [0, 0, 1, 1]], ids=["reorder", "expand"])
+def test_reorder_cache_then_decoding_equals_full_forward_on_the_reordered_rows(index):
+    """Beam search's reorder_fn: the cache (self and cross) and the memory follow the same rows."""
+    index = torch.tensor(index)
+    embed = TransformerEmbedding(50, D, max_len=16).eval()
+    decoder = TransformerDecoder(small_config(cross_attention=True), 2).eval()
+    ids, memory = torch.randint(0, 50, (2, 8)), torch.randn(2, 6, D)
+    memory_mask = padding_mask(torch.tensor([[1] * 6, [1, 1, 1, 0, 0, 0]]))
+    with torch.no_grad():
+        cache = decoder.new_cache()
+        decoder(embed(ids[:, :4]), memory=memory, memory_mask=memory_mask, cache=cache)  # 4 positions on 2 rows
+        reorder_cache(cache, index)
+        ids, memory, memory_mask = ids[index], memory[index], memory_mask[index]
+        steps = []
+        for t in range(4, 8):
+            x = embed(ids[:, t : t + 1], past_length=len(cache[0].self_attn))
+            steps.append(decoder(x, memory=memory, memory_mask=memory_mask, cache=cache).last_hidden_state)
+        full = decoder(embed(ids), memory=memory, memory_mask=memory_mask).last_hidden_state
+    assert cache[0].self_attn.k.size(0) == cache[1].cross_attn.k.size(0) == len(index)
+    torch.testing.assert_close(torch.cat(steps, dim=1), full[:, 4:], atol=1e-5, rtol=1e-5)

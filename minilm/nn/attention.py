@@ -123,6 +123,7 @@ class KVCache:
 
     They live in buffers that grow by doubling, so a step writes only its own positions; ``torch.cat`` would copy
     the whole cache at every step, a cost quadratic in the length. ``k`` and ``v`` are views of the filled part.
+    Beam search moves whole rows of the batch between steps with :meth:`reorder`.
     """
 
     def __init__(self) -> None:
@@ -163,6 +164,20 @@ class KVCache:
             self._v[:, :, self._length : end] = v
         self._length = end
         return self.k, self.v
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep the rows ``index`` (B',) of the batch, in that order: rows may repeat and B' may differ from B.
+
+        Beam search expands each sequence into its beams (``arange(B).repeat_interleave(K)``), then after each step
+        gives every beam the cache of the beam it continues. One gather of the whole buffer, so the capacity (less
+        than twice the filled part) and the doubling go on as before; an empty cache stays empty.
+        """
+        if index.dim() != 1:
+            raise ValueError(f"index must be 1-D (one source row per new row), got shape {tuple(index.shape)}")
+        if self._k is None:
+            return
+        index = index.to(self._k.device)
+        self._k, self._v = self._k.index_select(0, index), self._v.index_select(0, index)
 
     def _grown(self, buffer: Tensor | None, new: Tensor, capacity: int) -> Tensor:
         B, nh, _, hs = new.shape

@@ -56,6 +56,22 @@ class LayerCache:
     self_attn: KVCache = field(default_factory=KVCache)
     cross_attn: KVCache = field(default_factory=KVCache)
 
+    def reorder(self, index: Tensor) -> None:
+        """Keep the batch rows ``index`` (B',) of both caches (see :meth:`KVCache.reorder`)."""
+        self.self_attn.reorder(index)
+        self.cross_attn.reorder(index)
+
+
+def reorder_cache(cache: list[LayerCache], index: Tensor) -> None:
+    """Keep the batch rows ``index`` (B',) of every layer's cache, in place: the ``reorder_fn`` of beam search.
+
+    ``index`` may repeat rows and change the batch size: ``arange(B).repeat_interleave(K)`` expands B sequences
+    into K beams each; after a step, ``index[i]`` is the beam that beam i continues. The encoder output and its
+    mask, which the decoder reads at every step, need the same ``index_select(0, index)``.
+    """
+    for layer in cache:
+        layer.reorder(index)
+
 
 @dataclass
 class TransformerOutput:
@@ -258,7 +274,10 @@ class TransformerDecoder(_Stack):
         super().__init__(DecoderBlock, cfg, n_layers, final_norm)
 
     def new_cache(self) -> list[LayerCache]:
-        """An empty KV cache, one :class:`LayerCache` per layer; ``len(cache[0].self_attn)`` = positions so far."""
+        """An empty KV cache, one :class:`LayerCache` per layer; ``len(cache[0].self_attn)`` = positions so far.
+
+        :func:`reorder_cache` moves its batch rows between steps of beam search.
+        """
         return [LayerCache() for _ in self.layers]
 
     def forward(
