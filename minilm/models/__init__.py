@@ -2,6 +2,7 @@
 checkpoint of any family minilm converts (:mod:`minilm.models.hf`)."""
 
 from .albert import ALBERT_PRESETS, Albert, AlbertConfig, albert_config
+from .bart import BART_PRESETS, Bart, BartConfig, bart_config
 from .bert import BERT_PRESETS, Bert, BertConfig, RobertaConfig
 from .electra import ELECTRA_PRESETS, Electra, ElectraConfig, ElectraPretraining, electra_config, generator_config
 from .gpt import GPT, GPT_PRESETS, GPTConfig, gpt_config
@@ -10,6 +11,7 @@ from .transformer import TRANSFORMER_BASE, TRANSFORMER_BIG, Transformer, Transfo
 
 __all__ = [
     "ALBERT_PRESETS",
+    "BART_PRESETS",
     "BERT_PRESETS",
     "ELECTRA_PRESETS",
     "GPT",
@@ -18,6 +20,8 @@ __all__ = [
     "TRANSFORMER_BIG",
     "Albert",
     "AlbertConfig",
+    "Bart",
+    "BartConfig",
     "Bert",
     "BertConfig",
     "Electra",
@@ -28,6 +32,7 @@ __all__ = [
     "Transformer",
     "TransformerConfig",
     "albert_config",
+    "bart_config",
     "electra_config",
     "from_pretrained",
     "generator_config",

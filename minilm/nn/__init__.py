@@ -32,7 +32,7 @@ from .embeddings import (
     sinusoidal_positions,
 )
 from .feedforward import ACTIVATIONS, FeedForward
-from .inputs import check_token_ids
+from .inputs import check_token_ids, shift_right
 from .linear_cross_entropy import linear_cross_entropy
 from .lstm import LSTMLayer, lstm_reference, reverse_padded
 from .norms import RMSNorm, make_norm
@@ -71,6 +71,7 @@ __all__ = [
     "reverse_padded",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_reference",
+    "shift_right",
     "sinusoidal_positions",
     "word_to_char_ids",
 ]

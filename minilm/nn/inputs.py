@@ -44,3 +44,17 @@ def check_token_ids(
             f"token id {int(input_ids[row, col])} at {name}[{row}, {col}] is outside the model's vocabulary of "
             f"{vocab_size} (ids 0..{vocab_size - 1}): was the input encoded with this model's tokenizer?"
         )
+
+
+def shift_right(labels: Tensor, start_id: int, pad_id: int, ignore_index: int = -100) -> Tensor:
+    """The decoder's inputs for teacher forcing: labels (B, T) -> (B, T) = [start_id, labels[:, :-1]].
+
+    Position t reads the target tokens before t and is scored on ``labels[:, t]``; labels hidden from the loss
+    (``ignore_index``, e.g. padding) become ``pad_id``, a token the decoder can read. (transformers'
+    ``shift_tokens_right``; BART starts with its end-of-sequence token ``</s>``, T5 with its padding token.)
+    """
+    if labels.dim() != 2:
+        raise ValueError(f"labels must be (B, T) token ids, got shape {tuple(labels.shape)}")
+    shifted = labels.new_full(labels.shape, start_id)
+    shifted[:, 1:] = labels[:, :-1]
+    return shifted.masked_fill(shifted == ignore_index, pad_id)

@@ -6,9 +6,10 @@
 
 :mod:`.folder` reads and writes the files, :mod:`.convert` does what every family shares (config checks, name
 tables read both ways, tied weights, name and shape checks), and each family's module holds only its own facts:
-:mod:`.gpt2`, :mod:`.openai_gpt` (GPT-1), :mod:`.bert`, :mod:`.roberta`, :mod:`.albert`, :mod:`.electra`. A new
-family is a new module and an entry in :data:`CONVERTERS`. The converters import the model files, never the other
-way: model classes reach this package by name when called (:class:`minilm.models.pretrained.PretrainedMixin`).
+:mod:`.gpt2`, :mod:`.openai_gpt` (GPT-1), :mod:`.bert`, :mod:`.roberta`, :mod:`.albert`, :mod:`.electra`,
+:mod:`.bart`. A new family is a new module and an entry in :data:`CONVERTERS`. The converters import the model
+files, never the other way: model classes reach this package by name when called
+(:class:`minilm.models.pretrained.PretrainedMixin`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from minilm.files import CheckpointError
-from minilm.models.hf import albert, bert, electra, gpt2, openai_gpt, roberta
+from minilm.models.hf import albert, bart, bert, electra, gpt2, openai_gpt, roberta
 from minilm.models.hf.convert import Converter, check_model_type, load_converted, normalise, to_hf, to_minilm
 from minilm.models.hf.folder import (
     CONFIG_NAME,
@@ -36,7 +37,7 @@ from minilm.models.pretrained import check_vocabulary
 
 # model_type -> its converter
 CONVERTERS: dict[str, Converter] = {
-    module.MODEL_TYPE: module.CONVERTER for module in (gpt2, openai_gpt, bert, roberta, albert, electra)
+    module.MODEL_TYPE: module.CONVERTER for module in (gpt2, openai_gpt, bert, roberta, albert, electra, bart)
 }
 
 __all__ = [
@@ -109,6 +110,12 @@ def from_pretrained(
     if dtype is not None:
         tensors = {name: t.to(dtype) if t.is_floating_point() else t for name, t in tensors.items()}
     _load(model, converter, tensors, hf_config, strict, source, assign=True)
+    for name in converter.zero_buffers:
+        module_name, _, attr = name.rpartition(".")
+        owner = model.get_submodule(module_name)
+        buffer = getattr(owner, attr)
+        if buffer.is_meta:  # not in the file: zero, as transformers starts it
+            setattr(owner, attr, torch.zeros(buffer.shape, dtype=dtype or torch.float32, device=device))
     return model.eval()
 
 

@@ -245,6 +245,7 @@ class Converter:
     tied: tuple[Tied, ...] = ()
     task_heads: str | None = None  # regex (full match) of other heads' tensors: ignored with a warning
     fit_config: Callable[[Any, Collection[str]], Any] | None = None  # optional parts from the names a file has
+    zero_buffers: tuple[str, ...] = ()  # minilm buffers a file may lack, zero then (BART's final_logits_bias)
 
 
 def normalise(converter: Converter, tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
