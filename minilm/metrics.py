@@ -11,6 +11,7 @@ metric                 used by
 ``spearman``           STS-B
 ``entity_f1``          WNUT-17 (and CoNLL-2003): entity-level F1, conlleval semantics
 ``squad_scores``       SQuAD 2.0: exact match and token F1, the official evaluation script's rules
+``rouge_scores``       generated text (squad2_gen: ROUGE-L; summaries): ROUGE-1/2/L F-measure, as rouge-score
 ``perplexity``         language modelling
 =====================  ==========================================================================
 
@@ -26,6 +27,7 @@ after checking that each prediction has the length of its label sequence, so tok
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import string
@@ -389,6 +391,153 @@ def squad_scores(predictions: Mapping[str, str], examples: Iterable) -> dict[str
     return scores
 
 
+# ---- ROUGE (generation: summaries, generative QA) --------------------------------------------------------------
+
+ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
+_NON_ALPHANUMERIC = re.compile(r"[^a-z0-9]+")
+_ROUGE_TYPE = re.compile(r"rouge([1-9]|L)")
+
+
+@functools.cache
+def _porter_stemmer():
+    """nltk's ``PorterStemmer``, imported on first use: nltk is no dependency of minilm."""
+    try:
+        from nltk.stem import porter
+    except ImportError as error:
+        raise ImportError("use_stemmer=True needs nltk (pip install nltk), as rouge-score does") from error
+    return porter.PorterStemmer()
+
+
+def rouge_tokenize(text: str, use_stemmer: bool = False) -> list[str]:
+    """The tokens ROUGE compares, by rouge-score's default tokenizer (Lin's ROUGE-1.5.5 rules): lower-case, replace
+    every character other than ``[a-z0-9]`` by a space, split on whitespace: ``"The cat's hat!"`` ->
+    ``["the", "cat", "s", "hat"]``. Accented and non-Latin letters are therefore dropped.
+
+    ``use_stemmer=True`` (off by default, as in rouge-score) Porter-stems the tokens longer than 3 characters, with
+    nltk's ``PorterStemmer`` exactly as rouge-score does (ROUGE-1.5.5's ``-m``); it needs nltk installed.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"ROUGE scores text: expected a string, got {type(text).__name__}")
+    tokens = _NON_ALPHANUMERIC.sub(" ", text.lower()).split()
+    if use_stemmer:
+        tokens = [_porter_stemmer().stem(t) if len(t) > 3 else t for t in tokens]
+    return tokens
+
+
+def _rouge_result(overlap: int, n_pred: int, n_ref: int) -> dict[str, float]:
+    precision, recall, fmeasure = _precision_recall_f1(overlap, n_pred, n_ref).values()
+    return {"precision": precision, "recall": recall, "fmeasure": fmeasure}
+
+
+def _ngrams(tokens: list[str], n: int) -> Counter:
+    """How often each n-gram (a tuple of n consecutive tokens) occurs in ``tokens``."""
+    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
+
+def _ngram_overlap(pred_tokens: list[str], ref_tokens: list[str], n: int) -> dict[str, float]:
+    pred, ref = _ngrams(pred_tokens, n), _ngrams(ref_tokens, n)
+    return _rouge_result(sum((pred & ref).values()), pred.total(), ref.total())
+
+
+def _lcs_length(a: list[str], b: list[str]) -> int:
+    """Length of the longest common subsequence, by the dynamic programme one row of ``a`` at a time: with the row
+    above ``prev``, ``row[j] = prev[j-1] + 1`` where ``a[i] == b[j-1]``, else ``max(prev[j], row[j-1])``, which is a
+    running maximum of ``prev[j-1] + 1`` (match) or ``prev[j]`` (no match)."""
+    if not a or not b:
+        return 0
+    vocabulary = {token: k for k, token in enumerate(set(a) | set(b))}
+    b_ids = np.array([vocabulary[t] for t in b])
+    row = np.zeros(len(b) + 1, dtype=np.int64)
+    for token in a:
+        candidate = np.where(b_ids == vocabulary[token], row[:-1] + 1, row[1:])
+        row[1:] = np.maximum.accumulate(candidate)
+    return int(row[-1])
+
+
+def _lcs_overlap(pred_tokens: list[str], ref_tokens: list[str]) -> dict[str, float]:
+    return _rouge_result(_lcs_length(pred_tokens, ref_tokens), len(pred_tokens), len(ref_tokens))
+
+
+def rouge_n(prediction: str, reference: str, n: int = 1, use_stemmer: bool = False) -> dict[str, float]:
+    """ROUGE-N (Lin 2004) of one prediction against one reference: ``precision``, ``recall`` and ``fmeasure``.
+
+    With the texts as bags of n-grams of ``rouge_tokenize`` tokens, overlap = sum over n-grams g of
+    min(count_pred(g), count_ref(g)) (a repeated n-gram is credited at most as often as the reference has it);
+    P = overlap / predicted n-grams, R = overlap / reference n-grams, F = 2PR / (P + R). Lin's ROUGE-N is the recall;
+    rouge-score's ``rouge1``, ``rouge2`` report all three, and so do we, equal to them. A ratio whose denominator is 0
+    (a text shorter than n tokens) is 0.0, and so is F when P + R = 0: two empty texts score 0.0, not 1.0.
+    """
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"ROUGE-N needs a positive integer n, got {n!r}")
+    return _ngram_overlap(rouge_tokenize(prediction, use_stemmer), rouge_tokenize(reference, use_stemmer), int(n))
+
+
+def rouge_l(prediction: str, reference: str, use_stemmer: bool = False) -> dict[str, float]:
+    """ROUGE-L (Lin 2004) of one prediction against one reference: ``precision``, ``recall`` and ``fmeasure``.
+
+    With LCS the length of the longest common subsequence of the two ``rouge_tokenize`` token lists (in order, not
+    necessarily contiguous): P = LCS / predicted tokens, R = LCS / reference tokens, F = 2PR / (P + R), all 0.0 when
+    either text has no tokens. rouge-score's ``rougeL`` (the F with beta = 1, where Lin weights recall by beta); the
+    whole text is one sequence, unlike ``rougeLsum``'s sentence-level union LCS, which this module does not compute.
+    """
+    return _lcs_overlap(rouge_tokenize(prediction, use_stemmer), rouge_tokenize(reference, use_stemmer))
+
+
+def _as_references(reference, i: int) -> list[str]:
+    """One example's references: a string, or a non-empty list / tuple of strings."""
+    references = [reference] if isinstance(reference, str) else reference
+    if not isinstance(references, (list, tuple)):
+        raise TypeError(f"example {i}: expected a reference string or a list of them, got {type(reference).__name__}")
+    if not references:
+        raise ValueError(f"example {i}: an empty list of references")
+    for text in references:
+        if not isinstance(text, str):
+            raise TypeError(f"example {i}: expected reference strings, got {type(text).__name__}")
+    return references
+
+
+def rouge_scores(
+    predictions: Sequence[str],
+    references: Sequence,
+    rouge_types: Sequence[str] = ROUGE_TYPES,
+    use_stemmer: bool = False,
+) -> dict[str, float]:
+    """Corpus ROUGE: for each of ``rouge_types`` (``"rouge1"`` ... ``"rouge9"``, ``"rougeL"``), the mean over the
+    examples of the per-example F-measure (``rouge_n`` / ``rouge_l``), a fraction in [0, 1].
+
+    Papers' tables report it times 100; Hugging Face ``evaluate`` reports it too, up to resampling noise (by default
+    the median of rouge-score's bootstrap means, ``mid``). ``references[i]`` is a string or a list of strings; with
+    several, an example scores its best F-measure over them, for each type separately (rouge-score's ``score_multi``).
+    Mismatched lengths and empty input raise ValueError, a non-string text TypeError.
+    """
+    if isinstance(predictions, str) or isinstance(references, str):
+        raise TypeError("predictions and references must be lists of strings (one per example), not one string")
+    predictions, references = list(predictions), list(references)
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions for {len(references)} references")
+    if not predictions:
+        raise ValueError("empty input: no predictions to score")
+    rouge_types = [rouge_types] if isinstance(rouge_types, str) else list(rouge_types)
+    unknown = [t for t in rouge_types if not _ROUGE_TYPE.fullmatch(str(t))]
+    if not rouge_types:
+        raise ValueError("no ROUGE types to compute")
+    if unknown:
+        raise ValueError(f"unknown ROUGE types {unknown}: expected 'rouge1' ... 'rouge9' or 'rougeL'")
+    totals = dict.fromkeys(rouge_types, 0.0)
+    for i, (prediction, reference) in enumerate(zip(predictions, references, strict=True)):
+        if not isinstance(prediction, str):
+            raise TypeError(f"example {i}: expected a predicted string, got {type(prediction).__name__}")
+        pred_tokens = rouge_tokenize(prediction, use_stemmer)
+        ref_tokens = [rouge_tokenize(r, use_stemmer) for r in _as_references(reference, i)]
+        for rouge_type in rouge_types:
+            if rouge_type == "rougeL":
+                best = max(_lcs_overlap(pred_tokens, ref)["fmeasure"] for ref in ref_tokens)
+            else:
+                best = max(_ngram_overlap(pred_tokens, ref, int(rouge_type[5:]))["fmeasure"] for ref in ref_tokens)
+            totals[rouge_type] += best
+    return {rouge_type: total / len(predictions) for rouge_type, total in totals.items()}
+
+
 # ---- the registry ----------------------------------------------------------------------------------------------
 
 METRICS: dict[str, Callable[..., float]] = {
@@ -401,9 +550,11 @@ METRICS: dict[str, Callable[..., float]] = {
     "entity_f1": lambda pred_tags, gold_tags: entity_f1(pred_tags, gold_tags)["f1"],
     "squad_em": lambda predictions, examples: squad_scores(predictions, examples)["exact"],
     "squad_f1": lambda predictions, examples: squad_scores(predictions, examples)["f1"],
+    **{name: (lambda p, r, name=name: rouge_scores(p, r, (name,))[name]) for name in ROUGE_TYPES},
 }
 """Metric name (as in ``minilm.data.TASKS[...].metrics``) -> function of ``(predictions, labels)`` giving one number.
-``entity_f1`` takes tag sequences; ``squad_em`` / ``squad_f1`` take ``squad_scores``' arguments and give percents."""
+``entity_f1`` takes tag sequences; ``squad_em`` / ``squad_f1`` take ``squad_scores``' arguments and give percents;
+``rouge1`` / ``rouge2`` / ``rougeL`` take predicted and reference texts (``rouge_scores``) and give fractions."""
 
 
 def compute(names: Iterable[str], predictions, labels) -> dict[str, float]:
