@@ -135,6 +135,7 @@ COUNTS = {
     "wnut17": (3394, 1009, 1287),
     "ud_pos": (1854, 148, 2077),
     "squad2": (950, 210, 247),
+    "squad2_gen": (950, 210, 247),  # the same questions, text to text
     "copa": (700, 99, 200),
 }
 
@@ -221,6 +222,15 @@ def test_squad2():
     for e in everything:
         for a in e.answers:
             assert e.context[a.start : a.start + len(a.text)] == a.text
+
+
+@needs_mirror
+def test_generative_squad2_reads_the_question_then_the_context_and_writes_the_first_answer():
+    for split in SPLITS:
+        for qa, gen in zip(load_task("squad2", split), load_task("squad2_gen", split), strict=True):
+            assert gen.id == qa.id and gen.source == f"question: {qa.question} context: {qa.context}"
+            assert gen.references == tuple(a.text for a in qa.answers)
+            assert gen.target == (qa.answers[0].text if qa.answers else tasks.NO_ANSWER_TEXT)
 
 
 @needs_mirror

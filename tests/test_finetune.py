@@ -11,7 +11,7 @@ import pytest
 import safetensors.torch
 import torch
 
-from minilm.data.examples import Answer, ChoiceExample, QAExample, SentenceExample, TaggingExample
+from minilm.data.examples import Answer, ChoiceExample, QAExample, SentenceExample, Seq2SeqExample, TaggingExample
 from minilm.data.tasks import TASKS
 from minilm.finetune import main
 from minilm.finetune.cli import parse_args
@@ -40,9 +40,15 @@ TINY_MODEL = ["model.n_layers=1", "model.d_model=32", "model.n_heads=2", "model.
 QUICK = ["max_steps=10", "batch_size=8", "warmup_steps=2", "progress=false", "threads=1", "vocab_size=300"]
 
 
+# text-to-text tasks need an encoder-decoder: a 1+1-layer BART
+TINY_SEQ2SEQ = ["--model=bart", "model.n_encoder_layers=1", "model.n_decoder_layers=1", *TINY_MODEL[1:]]
+
+
 def finetune(run_dir, task, *extra):
-    """Fine-tune a 1-layer GPT from scratch on 64 examples; returns (exit code, results.json or None)."""
-    argv = [f"--task={task}", "max_train_examples=64", "max_eval_examples=32", *TINY_MODEL, *QUICK]
+    """Fine-tune a 1-layer GPT (BART for text to text) from scratch on 64 examples; returns (exit code, results.json
+    or None)."""
+    model = TINY_SEQ2SEQ if TASKS[task].example_type is Seq2SeqExample else TINY_MODEL
+    argv = [f"--task={task}", "max_train_examples=64", "max_eval_examples=32", *model, *QUICK]
     code = main([*argv, f"run_dir={run_dir}", *extra])
     results = run_dir / "results.json"
     return code, json.loads(results.read_text()) if results.exists() else None
@@ -57,6 +63,7 @@ BOUNDS = {
     "spearman": (-1, 1),
     "squad_em": (0, 100),
     "squad_f1": (0, 100),
+    "rougeL": (0, 1),
 }
 
 
@@ -294,6 +301,7 @@ TINY_BODIES = {  # 4 layers each; ELMo's features() returns hidden_states even w
     "gpt": {"n_layers": 4, "d_model": 16, "n_heads": 2, "max_len": 32},
     "bert": {"n_layers": 4, "d_model": 16, "n_heads": 2, "d_ff": 32, "max_len": 32},
     "elmo": {"n_layers": 4, "filters": ((1, 8), (2, 8)), "hidden_size": 8, "projection_dim": 8},
+    "bart": {"n_encoder_layers": 2, "n_decoder_layers": 4, "d_model": 16, "n_heads": 2, "d_ff": 32, "max_len": 32},
 }
 
 

@@ -13,6 +13,7 @@ from minilm.data.examples import (
     PairExample,
     QAExample,
     SentenceExample,
+    Seq2SeqExample,
     TaggingExample,
 )
 from minilm.data.registry import DATASETS, DataFile, DatasetInfo, get_dataset, list_datasets
@@ -33,6 +34,7 @@ __all__ = [
     "PairExample",
     "QAExample",
     "SentenceExample",
+    "Seq2SeqExample",
     "TaggingExample",
     "TaskInfo",
     "cache_dir",

@@ -63,3 +63,19 @@ class ChoiceExample:
     question: str
     choices: list[str]
     label: int
+
+
+@dataclass(frozen=True)
+class Seq2SeqExample:
+    """Text to text (generative QA): the model reads ``source`` and writes ``target``; ``references`` are every
+    acceptable output the prediction is scored against (SQuAD's several answers; empty: "no answer")."""
+
+    id: str
+    source: str
+    target: str
+    references: tuple[str, ...]
+
+    @property
+    def answers(self) -> tuple[str, ...]:
+        """The references under SQuAD's name, for :func:`minilm.metrics.squad_scores`."""
+        return self.references

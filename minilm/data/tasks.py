@@ -23,6 +23,7 @@ from minilm.data.examples import (
     PairExample,
     QAExample,
     SentenceExample,
+    Seq2SeqExample,
     TaggingExample,
 )
 
@@ -289,6 +290,32 @@ def load_squad2(split: str = "train") -> list[QAExample]:
     return examples
 
 
+NO_ANSWER_TEXT = "no answer"  # generative SQuAD's target for an unanswerable question
+
+
+def squad2_source(question: str, context: str) -> str:
+    """Generative SQuAD's input text: the question first, so that truncation cuts the context, never the question."""
+    return f"question: {question} context: {context}"
+
+
+@_cached
+def load_squad2_generative(split: str = "train") -> list[Seq2SeqExample]:
+    """SQuAD 2.0 (the subset and splits of :func:`load_squad2`) as text to text: the model reads
+    ``question: ... context: ...`` and writes the answer, or ``no answer`` (BART §3.1 treats SQuAD as span
+    classification; T5 writes the answer as text, the form generative QA takes here). Targets are the first
+    reference answer; predictions are scored against all of them with SQuAD's EM and F1, ``no answer`` scored as
+    the empty answer."""
+    return [
+        Seq2SeqExample(
+            e.id,
+            squad2_source(e.question, e.context),
+            e.answers[0].text if e.answers else NO_ANSWER_TEXT,
+            tuple(a.text for a in e.answers),
+        )
+        for e in load_squad2(split)
+    ]
+
+
 @_cached
 def load_copa(split: str = "train") -> list[ChoiceExample]:
     """COPA (ids 1-500) with the Balanced-COPA mirrors (id k + 1000). Labels index choices. Metric: accuracy.
@@ -319,6 +346,9 @@ def load_copa(split: str = "train") -> list[ChoiceExample]:
 # ---- the registry ----------------------------------------------------------------------------------------
 
 
+GENERATIVE_QA_METRICS = ("squad_em", "squad_f1", "rougeL")
+
+
 @dataclass(frozen=True)
 class TaskInfo:
     """What a task's examples are: their type, label names (empty for regression / QA / choice), metrics."""
@@ -345,6 +375,7 @@ TASKS: dict[str, TaskInfo] = {
         TaskInfo("wnut17", "wnut17", TaggingExample, WNUT17_TAGS, ("entity_f1",), load_wnut17),
         TaskInfo("ud_pos", "ud-ewt", TaggingExample, UPOS_TAGS, ("accuracy",), load_ud_pos),
         TaskInfo("squad2", "squad2-subset", QAExample, (), ("squad_em", "squad_f1"), load_squad2),
+        TaskInfo("squad2_gen", "squad2-subset", Seq2SeqExample, (), GENERATIVE_QA_METRICS, load_squad2_generative),
         TaskInfo("copa", "copa", ChoiceExample, (), ("accuracy",), load_copa),
     )
 }

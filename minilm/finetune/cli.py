@@ -61,14 +61,20 @@ def load_examples(kind: TaskKind, split: str, n: int, seed: int) -> list:
 
 
 @torch.no_grad()
-def predict(model: FinetuneModel, encoded: list[EncodedExample], batch_size: int, device, dtype) -> list:
-    """The kind's prediction for every encoded example, in order (evaluation mode, no gradients)."""
+def predict(
+    model: FinetuneModel, encoded: list[EncodedExample], batch_size: int, device, dtype, generation: dict | None = None
+) -> list:
+    """The kind's prediction for every encoded example, in order (evaluation mode, no gradients); a text-to-text
+    kind generates them, with ``generation``'s options (max_new_tokens, num_beams)."""
     model.eval()
     predictions = []
     for i in range(0, len(encoded), batch_size):
         chunk = encoded[i : i + batch_size]
         batch = to_device(model.kind.collate(chunk), device)
         with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+            if model.kind.generative:
+                predictions += model.kind.generate(model.body, batch, **(generation or {}))
+                continue
             logits, _ = model(batch)
         predictions += model.kind.predict(logits.float().cpu(), chunk)
     return predictions
@@ -116,7 +122,7 @@ def run(job: FinetuneConfig, train: TrainConfig, model_overrides: dict, resume: 
     pooling = job.pooling
     if pooling == "auto":
         pooling = auto_pooling(body.tokenizer, body.input_format, body.entry.kind)
-    encoder = TaskEncoder(body.tokenizer, job.max_length, pooling, both_orders=gpt_inputs)
+    encoder = TaskEncoder(body.tokenizer, job.max_length, pooling, gpt_inputs, job.max_target_length)
     val_encoded = kind.encode_examples(val_examples, encoder)
     head = kind.head(head_width(body, job.features), pooling)
     model = FinetuneModel(body, head, kind, job.freeze_body, job.features, job.lm_weight)
@@ -147,7 +153,8 @@ def run(job: FinetuneConfig, train: TrainConfig, model_overrides: dict, resume: 
     if not trainer.dist.is_main:  # rank 0 scores and writes the results
         return {}
     eval_encoded = kind.encode_examples(eval_examples, encoder) if on_test else val_encoded
-    predictions = predict(model, eval_encoded, train.batch_size, trainer.device, trainer.dtype)
+    generation = dict(max_new_tokens=job.max_target_length, num_beams=job.num_beams)
+    predictions = predict(model, eval_encoded, train.batch_size, trainer.device, trainer.dtype, generation)
     results = {
         "task": job.task,
         "split": job.eval_split,

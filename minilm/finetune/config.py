@@ -29,6 +29,8 @@ class FinetuneConfig:
     freeze_body: bool = False  # feature-based: train only the head, keep the pretrained body as it is
     features: str = "last"  # layers the head reads (choices below: BERT Table 7); feature-based with freeze_body
     lm_weight: float = 0.0  # λ of GPT's auxiliary LM loss, L3 = L2 + λ·L1 (the paper: 0.5); needs a causal LM body
+    max_target_length: int = 32  # text-to-text tasks: target tokens (longer ones truncated) and most generated
+    num_beams: int = 1  # text-to-text tasks: 1 generates greedily, more with beam search
     max_train_examples: int = 0  # 0: all; else a seeded sample (quick runs)
     max_eval_examples: int = 0  # 0: all; else a fixed sample of the validation/test split
     eval_split: str = "validation"  # split scored at the end into results.json: "validation" or "test"
@@ -48,6 +50,10 @@ class FinetuneConfig:
         choice(self.eval_split, SPLITS[1:], "eval_split")
         if self.max_length < 4:
             raise ConfigError(f"max_length must be at least 4, got {self.max_length}")
+        if self.max_target_length < 2 or self.num_beams < 1:
+            raise ConfigError(
+                f"max_target_length must be >= 2 and num_beams >= 1, got {self.max_target_length} and {self.num_beams}"
+            )
         if self.max_train_examples < 0 or self.max_eval_examples < 0:
             raise ConfigError("max_train_examples and max_eval_examples must be >= 0 (0: all)")
 

@@ -13,7 +13,15 @@ kind            tasks                     inputs                                
 ``span``        squad2                    (question, context), the context truncated     SpanExtractionHead
 ``choice``      copa                      one (premise, "because"/"so" + choice)         MultipleChoiceHead
                                           sequence per choice
+``seq2seq``     squad2_gen                the source through the encoder; the target,    the body's own LM head,
+                                          shifted right, through the decoder             teacher-forced
+                                                                                         cross-entropy
 ==============  ========================  =============================================  ==========================
+
+Text-to-text tasks (``seq2seq``) need an encoder–decoder body (BART, T5): training is teacher forcing on the target
+(:mod:`minilm.objectives.seq2seq`), and predictions are generated (greedy, or beam search with ``num_beams``) and
+decoded to text, so evaluation scores what the model writes, not what it would have predicted with the reference in
+front of it.
 
 Predictions are scored with :func:`minilm.metrics.compute` under the task's own metric names: word-level tags
 for tagging (entity F1 on BIO tags for WNUT-17, accuracy for UPOS), answer texts for SQuAD (official EM/F1).
@@ -43,8 +51,16 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from minilm.data.examples import Answer, ChoiceExample, PairExample, QAExample, SentenceExample, TaggingExample
-from minilm.data.tasks import TaskInfo
+from minilm.data.examples import (
+    Answer,
+    ChoiceExample,
+    PairExample,
+    QAExample,
+    SentenceExample,
+    Seq2SeqExample,
+    TaggingExample,
+)
+from minilm.data.tasks import NO_ANSWER_TEXT, TaskInfo
 from minilm.heads import (
     NO_ANSWER,
     MultipleChoiceHead,
@@ -91,6 +107,7 @@ class TaskEncoder:
     max_length: int
     pooling: str  # "first", "last" or "mean"
     both_orders: bool = False  # a symmetric task's pair read both ways, the two summaries summed (GPT's similarity)
+    max_target_length: int = 32  # text-to-text: target tokens, longer ones truncated
 
     def __call__(self, texts: list[str], pairs: list[str] | None = None) -> BatchEncoding:
         return self.tokenizer(texts, pairs, max_length=self.max_length, truncation=True, padding=False)
@@ -121,6 +138,8 @@ def _is_class(label, n: int) -> bool:
 
 class TaskKind:
     """The shared part of every kind: label checks, batching, argmax predictions, scoring with the task's metrics."""
+
+    generative = False  # True: predictions are generated text (Seq2SeqKind), not argmaxes of a head's logits
 
     def __init__(self, info: TaskInfo) -> None:
         self.info = info
@@ -413,12 +432,64 @@ class ChoiceKind(TaskKind):
         return head(hidden, batch["attention_mask"], n_choices=n_choices)  # (B, n_choices)
 
 
+class Seq2SeqKind(TaskKind):
+    """Source text -> target text (generative SQuAD): teacher forcing in training, generation in evaluation."""
+
+    name = "seq2seq"
+    generative = True
+
+    def __init__(self, info: TaskInfo) -> None:
+        super().__init__(info)
+        self.tokenizer: Tokenizer | None = None  # the encoder's, set by encode_examples: predictions decode with it
+
+    def texts(self, example) -> list[str]:
+        return [example.source, example.target]
+
+    def label_problem(self, example) -> str | None:
+        return None if example.target.strip() else "the target text is empty"
+
+    def encode_examples(self, examples: list, encoder: TaskEncoder) -> list[EncodedExample]:
+        self.tokenizer = encoder.tokenizer
+        sources = encoder([e.source for e in examples])
+        targets = encoder.tokenizer(
+            [e.target for e in examples], max_length=encoder.max_target_length, truncation=True, padding=False
+        )
+        return _encoded(sources, targets.input_ids)  # label: the target's ids, <s> text </s>
+
+    def label_tensor(self, labels: list, width: int) -> Tensor:
+        return pad(labels, IGNORE_INDEX, max(map(len, labels)))  # (B, T_target), unscored padding
+
+    def counts(self, batch: dict) -> int | Tensor:
+        """The scored target tokens: the loss is a mean over them."""
+        return (batch["labels"] != IGNORE_INDEX).sum()
+
+    def head(self, d_model: int, pooling: str) -> nn.Module | None:
+        return None  # the body's LM head writes the text
+
+    def generate(self, body: nn.Module, batch: dict, **options) -> list[str]:
+        """The body's outputs for a batch's sources, decoded to text (special tokens dropped)."""
+        ids = body.generate(batch["input_ids"], batch["attention_mask"], **options)
+        return [text.strip() for text in self.tokenizer.decode_batch(ids.tolist())]
+
+    def score(self, examples: list, predictions: list) -> dict[str, float]:
+        """SQuAD's EM and F1 against every reference ("no answer" is the empty answer), ROUGE against the target."""
+        answers = {e.id: "" if p == NO_ANSWER_TEXT else p for e, p in zip(examples, predictions, strict=True)}
+        scores = {}
+        for name in self.info.metrics:
+            if name.startswith("squad"):
+                scores.update(compute([name], answers, examples))
+            else:
+                scores.update(compute([name], predictions, [e.target for e in examples]))
+        return scores
+
+
 KINDS = {
     SentenceExample: SequenceKind,
     PairExample: SequenceKind,
     TaggingExample: TaggingKind,
     QAExample: SpanKind,
     ChoiceExample: ChoiceKind,
+    Seq2SeqExample: Seq2SeqKind,
 }
 
 

@@ -24,6 +24,7 @@ from minilm.finetune.kinds import TaskKind
 from minilm.nn.scalar_mix import ScalarMix
 from minilm.objectives.causal_lm import causal_lm_loss_from_states
 from minilm.objectives.labels import IGNORE_INDEX
+from minilm.objectives.seq2seq import seq2seq_loss_from_states
 from minilm.tokenizers import Tokenizer, train_tokenizer
 from minilm.tokenizers.families import get_family
 from minilm.train import checkpoint as ckpt
@@ -151,6 +152,8 @@ class FinetuneModel(nn.Module):
             )
         self.config = body.config
         choice(layers, LAYER_CHOICES, "features")
+        if kind.generative:
+            check_generative(body, kind, freeze_body, layers, lm_weight)
         # "last" reads last_hidden_state as ever (no hidden states asked for, nothing added to checkpoints)
         self.layers = LayerSelection(layers, body.n_layers) if layers != "last" else None
         if freeze_body:
@@ -162,7 +165,11 @@ class FinetuneModel(nn.Module):
             self.body.eval()
         return self
 
-    def forward(self, batch: dict) -> tuple[Tensor, LossOutput]:
+    def forward(self, batch: dict) -> tuple[Tensor | None, LossOutput]:
+        if self.kind.generative:  # teacher forcing: no logits returned, predictions are generated
+            states = self.body.seq2seq_states(batch["input_ids"], batch["attention_mask"], batch["labels"])
+            loss = seq2seq_loss_from_states(*states, batch["labels"])
+            return None, LossOutput(loss, int(batch["attention_mask"].sum()))
         frozen = torch.no_grad() if self.freeze_body else contextlib.nullcontext()
         with frozen:
             if self.layers is None:
@@ -193,6 +200,20 @@ class FinetuneModel(nn.Module):
         if not self.lm_weight:
             return {"loss": task}
         return {"task": task, "lm": batch["attention_mask"][:, 1:].sum()}
+
+
+def check_generative(body: Body, kind: TaskKind, freeze_body: bool, layers: str, lm_weight: float) -> None:
+    """A text-to-text task needs an encoder-decoder body trained whole, with its own LM head."""
+    if body.entry.kind != "encoder-decoder" or not hasattr(body.model, "seq2seq_states"):
+        raise ConfigError(
+            f"task {kind.info.name!r} is text to text: it needs an encoder-decoder model (bart), and "
+            f"{body.entry.name} is an {body.entry.kind}"
+        )
+    if freeze_body or layers != "last" or lm_weight:
+        raise ConfigError(
+            f"task {kind.info.name!r} trains the model's own LM head and decoder: freeze_body, features= and "
+            "lm_weight do not apply (leave them at their defaults)"
+        )
 
 
 def finetune_loss(model: nn.Module, batch: dict) -> LossOutput:

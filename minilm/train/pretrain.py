@@ -253,19 +253,30 @@ def report(job: PretrainConfig, model, trainer: Trainer, tokenizer, metrics: dic
         perplexity = f", perplexity {metrics['perplexity']:.1f}" if "perplexity" in metrics else ""
         print(f"validation loss {metrics['loss']:.3f}{perplexity} ({seconds:.0f} s)")
     if job.sample_tokens and hasattr(model, "generate"):
-        prompt = torch.tensor([tokenizer.encode(job.prompt, add_special_tokens=False)], device=trainer.device)
-        room = getattr(model.config, "max_len", 1 << 30) - prompt.size(1)
-        model.eval()
-        ids = model.generate(
-            prompt,
-            max_new_tokens=min(job.sample_tokens, room),
-            temperature=0.8,
-            top_k=40,
-            generator=torch.Generator(trainer.device).manual_seed(0),
-        )
-        print("sample:", tokenizer.decode(ids[0].tolist()))
+        print(sample(job, model, tokenizer, trainer.device))
     if trainer.run_dir is not None:
         print(f"run directory: {trainer.run_dir}")
+
+
+def sample(job: PretrainConfig, model, tokenizer, device) -> str:
+    """A sample from the trained model, from ``job.prompt``: its continuation (a language model) or, for an
+    encoder-decoder trained to denoise, its reconstruction of ``<s> prompt <mask> </s>``."""
+    prompt = tokenizer.encode(job.prompt, add_special_tokens=False)
+    seq2seq = hasattr(model, "encode") and tokenizer.mask_id is not None
+    if seq2seq:
+        prompt = [tokenizer.bos_id, *prompt, tokenizer.mask_id, tokenizer.eos_id]
+    room = getattr(model.config, "max_len", 1 << 30) - (1 if seq2seq else len(prompt))
+    model.eval()
+    ids = model.generate(
+        torch.tensor([prompt], device=device),
+        max_new_tokens=min(job.sample_tokens, room),
+        do_sample=True,
+        temperature=0.8,
+        top_k=40,
+        generator=torch.Generator(device).manual_seed(0),
+    )
+    text = tokenizer.decode(ids[0].tolist())
+    return f"sample ({job.prompt!r} + <mask>, reconstructed): {text}" if seq2seq else f"sample: {text}"
 
 
 # ---------------------------------------------------------------------------------------------- CLI

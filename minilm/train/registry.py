@@ -11,8 +11,11 @@ split) or "encoder-decoder" (BART, T5). Every registered model keeps one contrac
 ``last_hidden_state`` (B, T, C) without any output head and, when asked, ``hidden_states`` (n_layers + 1 of
 (B, T, C): the embeddings, then each layer). A model without segment embeddings accepts ``token_type_ids`` and
 ignores them; an encoder-decoder's features are its decoder's final states for the input fed to both sides (BART's
-recipe for classification). C and the number of layers come from the model's config through the entry
-(``hidden_size``, ``n_layers``), so nothing runs the model to find them.
+recipe for classification). An encoder-decoder also provides ``seq2seq_states(input_ids, attention_mask, labels)``
+(teacher forcing: the decoder states its vocabulary projection reads, with that projection's weight and bias, for
+:func:`minilm.objectives.seq2seq.seq2seq_loss_from_states`) and ``generate(input_ids, attention_mask, max_new_tokens,
+num_beams=..., ...)``, which text-to-text fine-tuning uses. C and the number of layers come from the model's config
+through the entry (``hidden_size``, ``n_layers``), so nothing runs the model to find them.
 
 An objective entry says which models it suits, its settings (a config dataclass, ``objective.<key>=value``), how to
 turn the corpus's documents into training examples (and how to collate them), the loss of a batch with its named
@@ -45,6 +48,7 @@ RECIPES = (
     "minilm.recipes.bert",
     "minilm.recipes.albert",
     "minilm.recipes.electra",
+    "minilm.recipes.bart",
 )
 KINDS = ("encoder", "decoder", "encoder-decoder")
 
