@@ -221,9 +221,9 @@ def _check_in_vocabulary(token_ids: Sequence[int], vocab_size: int) -> None:
 
 def ban_tokens(scores: Tensor, token_ids: Sequence[int]) -> Tensor:
     """Scores (N, V) with the tokens ``token_ids`` at -inf in every row (ids outside the vocabulary are ignored)."""
-    vocab = torch.arange(scores.size(-1), device=scores.device)
-    banned = torch.isin(vocab, torch.tensor(list(token_ids), dtype=vocab.dtype, device=scores.device))  # (V,)
-    return scores.masked_fill(banned, float("-inf"))
+    inside = [t for t in token_ids if 0 <= t < scores.size(-1)]
+    index = torch.tensor(inside, dtype=torch.long, device=scores.device)
+    return scores.index_fill(-1, index, float("-inf"))
 
 
 def force_tokens(scores: Tensor, token_ids: Sequence[int]) -> Tensor:

@@ -324,7 +324,11 @@ class Bart(PretrainedMixin, nn.Module):
             return self.logits(hidden[:, -1])  # (B, V): the newest position only
 
         def reorder(index: Tensor) -> None:  # beams: keep, repeat or drop rows of everything held per row
-            state["memory"] = state["memory"].index_select(0, index)
+            if index.numel() == state["memory"].size(0):  # following parents, which read the same source as the
+                for layer in cache:  # child: the memory and the cross-attention keys and values stay as they are
+                    layer.self_attn.reorder(index)
+                return
+            state["memory"] = state["memory"].index_select(0, index)  # expanding each source into its beams
             if state["mask"] is not None:
                 state["mask"] = state["mask"].index_select(0, index)
             for layer in cache:

@@ -86,8 +86,9 @@ def documents_as_examples(documents, tokenizer, seq_len: int) -> list[dict]:
     encodings = tokenizer.backend.encode_batch([d.text for d in documents], add_special_tokens=False)
     examples = []
     for encoding in encodings:
-        for start in range(0, len(encoding.ids), body):
-            piece = encoding.ids[start : start + body]
+        ids = encoding.ids  # a new list at every read of .ids: read once per document
+        for start in range(0, len(ids), body):
+            piece = ids[start : start + body]
             examples.append({"input_ids": torch.tensor([tokenizer.bos_id, *piece, tokenizer.eos_id])})
     if not examples:
         raise ConfigError("the corpus has no text to denoise")
