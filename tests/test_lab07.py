@@ -13,8 +13,7 @@ many) in some documents only, a change in the covered fraction far below any sta
 from pathlib import Path
 
 import pytest
-
-from minilm import labs
+from lab_mistakes import assert_mistake_loses_its_points
 
 LAB = Path(__file__).resolve().parents[1] / "labs" / "lab07_bart.py"
 INFILLING = {"q1_infilling"}
@@ -108,16 +107,4 @@ MISTAKES = {
 
 @pytest.mark.parametrize("name", list(MISTAKES))
 def test_a_known_wrong_answer_loses_the_points_of_its_part(name, tmp_path):
-    right, wrong, broken = MISTAKES[name]
-    source = LAB.read_text()
-    assert source.count(right) == 1, f"the solution no longer has {right!r}: update this test"
-    submission = tmp_path / "submission.py"
-    submission.write_text(source.replace(right, wrong))
-    report = labs.grade(LAB, submission)
-    failed = {r.grade_id for r in report.results if r.earned == 0}
-    assert failed == broken, report.format()
-    assert 0 < report.earned < report.total
-    assert report.total - report.earned == sum(r.points for r in report.results if r.grade_id in broken)
-    for r in report.results:
-        if r.grade_id in broken:  # failed on a test's assertion or the mistake's own crash, not on a typo in it
-            assert r.status.startswith(("failed: AssertionError", "failed: RuntimeError")), report.format()
+    assert_mistake_loses_its_points(LAB, *MISTAKES[name], tmp_path)
