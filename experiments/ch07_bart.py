@@ -62,7 +62,7 @@ no-pretraining control, and a binomial standard error as the noise floor of one 
 0.5: 1.7 points of SST-2 accuracy, 3.2 points of SQuAD EM). One seed per row: differences within about two standard
 errors are noise.
 
-    nice -n 5 python experiments/ch07_bart.py        # about 28 minutes on a shared 2-core CPU (the recorded run)
+    nice -n 5 python experiments/ch07_bart.py        # 26 minutes on a shared 2-core CPU (the recorded run: 1,585 s)
     MINILM_ALLOW_DIRTY=1 python experiments/ch07_bart.py --quick   # a 3-minute trial of the whole pipeline
 
 Writes experiments/results/ch07_bart.json (read by chapters/07_bart.py).

@@ -66,6 +66,23 @@ def begin() -> None:
         print(f"warning: uncommitted changes ({', '.join(changed)}); the record will say so", file=sys.stderr)
 
 
+def code_changed_since(started: dict) -> bool:
+    """Did the code (``minilm/``, ``experiments/`` but its results) change since ``started`` (a ``code_state()``)?
+    Commits elsewhere (tests, benchmarks, docs) while an experiment runs leave its record's commit true."""
+    now = code_state()
+    if now["uncommitted"] != started["uncommitted"]:
+        return True
+    if now["commit"] == started["commit"]:
+        return False
+    paths = ["minilm", "experiments", ":(exclude)experiments/results"]
+    diff = subprocess.run(
+        ["git", "-C", str(ROOT), "diff", "--name-only", started["commit"], now["commit"], "--", *paths],
+        capture_output=True,
+        text=True,
+    )
+    return diff.returncode != 0 or bool(diff.stdout.strip())
+
+
 def stamp(run_dir: str | Path) -> None:
     """Record in ``run_dir`` the code that made it, for the later runs that reuse it."""
     atomic_write_text(Path(run_dir) / STAMP, json.dumps(_started or code_state()) + "\n")
@@ -92,7 +109,7 @@ def provenance() -> dict:
     }
     if started["uncommitted"]:
         record["uncommitted"] = started["uncommitted"]
-    if code_state() != started:
+    if code_changed_since(started):
         record["note"] = "the code changed while the experiment ran; rerun it on one commit"
     if _reused:
         record["reused"] = dict(_reused)

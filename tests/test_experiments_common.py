@@ -70,6 +70,17 @@ def test_code_changed_during_the_run_is_noted(repo):
     assert common.provenance()["note"] == "the code changed while the experiment ran; rerun it on one commit"
 
 
+def test_commits_to_code_during_the_run_are_noted_and_commits_elsewhere_are_not(repo):
+    commit = lambda: git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "more")  # noqa: E731
+    common.begin()
+    (repo / "README.md").write_text("docs are not code\n")
+    commit()
+    assert "note" not in common.provenance()  # the record's commit still holds the code that ran
+    (repo / "minilm/model.py").write_text("v2\n")
+    commit()
+    assert common.provenance()["note"] == "the code changed while the experiment ran; rerun it on one commit"
+
+
 def test_a_reused_run_directory_brings_the_code_that_made_it(repo, tmp_path_factory):
     made, old = tmp_path_factory.mktemp("made"), tmp_path_factory.mktemp("old")
     common.begin()
