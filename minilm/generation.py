@@ -539,3 +539,101 @@ def continuation_log_prob(model, tokenizer, prompts: Sequence[str], continuation
             predicting = torch.arange(len(row) - len(cont) - 1, len(row) - 1, device=device)  # positions before c_j
             scores.append(log_probs[b, predicting, torch.tensor(cont, device=device)].sum())
     return torch.stack(scores).cpu()  # (N,)
+
+
+class EncoderDecoderGenerationMixin:
+    """``generate`` for encoder–decoder models (BART, T5): the encoder runs once, the decoder one step at a time.
+
+    The model provides ``encode(input_ids, attention_mask) -> output with .last_hidden_state`` (B, S, C),
+    ``decode(new_ids, memory, attention_mask, cache=cache) -> output with .last_hidden_state``, ``logits(hidden)``,
+    ``new_cache()`` (a list of :class:`minilm.nn.LayerCache`), ``_check_length(n, side)`` and a config with
+    ``decoder_start_id``, ``eos_id`` and ``pad_id``.
+    """
+
+    @torch.no_grad()
+    def generate(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        max_new_tokens: int = 20,
+        *,
+        num_beams: int = 1,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        length_penalty: float = 1.0,
+        early_stopping: bool | str = False,
+        no_repeat_ngram_size: int = 0,
+        min_new_tokens: int = 0,
+        num_return_sequences: int = 1,
+        forced_bos_token_id: int | None = None,
+        forced_eos_token_id: int | None = None,
+        eos_token_id: int | Sequence[int] | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
+        """Source ids (B, S) -> generated target ids (B * num_return_sequences, 1 + n), starting with the decoder's
+        start token and padded with ``pad_id`` after each row's end-of-sequence token.
+
+        The encoder runs once; the decoder runs one position per step with a KV cache (its cross-attention keys and
+        values computed on the first step and reused). ``num_beams`` > 1: :func:`beam_search` (``length_penalty``,
+        ``early_stopping``, ``num_return_sequences``); otherwise greedy (``do_sample=False``) or sampling
+        (``temperature``, ``top_k``, ``top_p``, ``generator``), :func:`generate`. Both take
+        ``no_repeat_ngram_size``, ``min_new_tokens`` and forced first/last tokens. ``eos_token_id`` defaults to the
+        config's.
+        """
+        c = self.config
+        eos = c.eos_id if eos_token_id is None else eos_token_id
+        self._check_length(max_new_tokens + 1, "output (max_new_tokens + the start token)")
+        state = {"memory": self.encode(input_ids, attention_mask).last_hidden_state, "mask": attention_mask}
+        cache = self.new_cache()
+
+        def step(new_ids: Tensor, _decoder_mask: Tensor | None) -> Tensor:
+            hidden = self.decode(new_ids, state["memory"], state["mask"], cache=cache).last_hidden_state
+            return self.logits(hidden[:, -1])  # (B, V): the newest position only
+
+        def reorder(index: Tensor) -> None:  # beams: keep, repeat or drop rows of everything held per row
+            if index.numel() == state["memory"].size(0):  # following parents, which read the same source as the
+                for layer in cache:  # child: the memory and the cross-attention keys and values stay as they are
+                    layer.self_attn.reorder(index)
+                return
+            state["memory"] = state["memory"].index_select(0, index)  # expanding each source into its beams
+            if state["mask"] is not None:
+                state["mask"] = state["mask"].index_select(0, index)
+            for layer in cache:
+                layer.reorder(index)
+
+        start = torch.full((input_ids.size(0), 1), c.decoder_start_id, dtype=torch.long, device=input_ids.device)
+        shared = dict(
+            eos_token_id=eos,
+            pad_token_id=c.pad_id,
+            no_repeat_ngram_size=no_repeat_ngram_size,
+            min_new_tokens=min_new_tokens,
+            forced_bos_token_id=forced_bos_token_id,
+            forced_eos_token_id=forced_eos_token_id,
+        )
+        if num_beams != 1 or num_return_sequences != 1:
+            if do_sample:
+                raise ValueError("beam search is deterministic: pass do_sample=False with num_beams > 1")
+            return beam_search(
+                step,
+                reorder,
+                start,
+                max_new_tokens,
+                num_beams=num_beams,
+                length_penalty=length_penalty,
+                early_stopping=early_stopping,
+                num_return_sequences=num_return_sequences,
+                **shared,
+            )
+        return generate(
+            step,
+            start,
+            max_new_tokens,
+            do_sample=do_sample,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            generator=generator,
+            **shared,
+        )

@@ -169,9 +169,9 @@ def test_from_pretrained_picks_the_family_from_model_type(tmp_path):
     with pytest.raises(CheckpointError, match="model_type='bert', expected 'gpt2' or 'openai-gpt'"):
         GPT.from_pretrained(tmp_path / "bert")
     config = json.loads((tmp_path / "bert" / "config.json").read_text())
-    (tmp_path / "bert" / "config.json").write_text(json.dumps({**config, "model_type": "t5"}))
+    (tmp_path / "bert" / "config.json").write_text(json.dumps({**config, "model_type": "llama"}))
     with pytest.raises(
-        CheckpointError, match="model_type='t5', expected 'gpt2' or 'openai-gpt' or 'bert' or 'roberta'"
+        CheckpointError, match="model_type='llama', expected 'gpt2' or 'openai-gpt' or 'bert' or 'roberta'"
     ):
         minilm.models.from_pretrained(tmp_path / "bert")
 

@@ -7,6 +7,7 @@ from .bert import BERT_PRESETS, Bert, BertConfig, RobertaConfig
 from .electra import ELECTRA_PRESETS, Electra, ElectraConfig, ElectraPretraining, electra_config, generator_config
 from .gpt import GPT, GPT_PRESETS, GPTConfig, gpt_config
 from .hf import from_pretrained
+from .t5 import T5, T5_PRESETS, T5Config, t5_config
 from .transformer import TRANSFORMER_BASE, TRANSFORMER_BIG, Transformer, TransformerConfig
 
 __all__ = [
@@ -16,6 +17,8 @@ __all__ = [
     "ELECTRA_PRESETS",
     "GPT",
     "GPT_PRESETS",
+    "T5",
+    "T5_PRESETS",
     "TRANSFORMER_BASE",
     "TRANSFORMER_BIG",
     "Albert",
@@ -29,6 +32,7 @@ __all__ = [
     "ElectraPretraining",
     "GPTConfig",
     "RobertaConfig",
+    "T5Config",
     "Transformer",
     "TransformerConfig",
     "albert_config",
@@ -37,4 +41,5 @@ __all__ = [
     "from_pretrained",
     "generator_config",
     "gpt_config",
+    "t5_config",
 ]

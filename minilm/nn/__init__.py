@@ -36,6 +36,7 @@ from .inputs import check_token_ids, shift_right
 from .linear_cross_entropy import linear_cross_entropy
 from .lstm import LSTMLayer, lstm_reference, reverse_padded
 from .norms import RMSNorm, make_norm
+from .relative_position import RelativePositionBias, relative_position_bucket
 from .scalar_mix import ScalarMix
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "LearnedPositionEmbedding",
     "MultiHeadAttention",
     "RMSNorm",
+    "RelativePositionBias",
     "ScalarMix",
     "SinusoidalPositionEmbedding",
     "TransformerDecoder",
@@ -68,6 +70,7 @@ __all__ = [
     "lstm_reference",
     "make_norm",
     "padding_mask",
+    "relative_position_bucket",
     "reverse_padded",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_reference",

@@ -187,8 +187,13 @@ class KVCache:
         return grown
 
 
-def check_heads(d_model: int, n_heads: int) -> None:
-    """A ValueError unless ``n_heads`` splits ``d_model`` into equal heads; it lists the counts that would."""
+def check_heads(d_model: int, n_heads: int, head_size: int | None = None) -> None:
+    """A ValueError unless ``n_heads`` splits ``d_model`` into equal heads (it lists the counts that would), or, with
+    an explicit ``head_size``, unless both are positive."""
+    if head_size is not None:
+        if n_heads < 1 or head_size < 1:
+            raise ValueError(f"n_heads={n_heads} and head_size={head_size} must both be >= 1")
+        return
     if n_heads < 1 or d_model % n_heads != 0:
         divisors = [n for n in range(1, d_model + 1) if d_model % n == 0][:12]
         raise ValueError(
@@ -202,7 +207,9 @@ class MultiHeadAttention(nn.Module):
 
     Self-attention when ``context`` is None, cross-attention (queries from ``x``, keys and values from
     ``context``, of size ``kv_dim``) otherwise. Submodules: ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``
-    (checkpoint loaders rely on these names).
+    (checkpoint loaders rely on these names). ``head_size`` defaults to d_model / n_heads; set it to decouple the
+    heads' width from the model's (T5's ``d_kv``: v1.1-small has 6 heads of 64 in a 512-wide model), the
+    projections then map d_model to n_heads * head_size and back.
     """
 
     def __init__(
@@ -214,23 +221,26 @@ class MultiHeadAttention(nn.Module):
         scale: float | None = None,
         kv_dim: int | None = None,
         fused: bool = True,
+        head_size: int | None = None,
     ) -> None:
         super().__init__()
-        check_heads(d_model, n_heads)
+        check_heads(d_model, n_heads, head_size)
+        head_size = d_model // n_heads if head_size is None else head_size
         kv_dim = d_model if kv_dim is None else kv_dim
+        inner = n_heads * head_size  # the width of the concatenated heads (d_model unless head_size is set)
         self.n_heads = n_heads
-        self.head_size = d_model // n_heads
+        self.head_size = head_size
         self.dropout = dropout  # on the attention weights
         self.scale = scale  # None: 1/sqrt(head_size)
         self.fused = fused  # torch's fused kernel, unless attention weights are asked for
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(kv_dim, d_model, bias=bias)
-        self.v_proj = nn.Linear(kv_dim, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.q_proj = nn.Linear(d_model, inner, bias=bias)
+        self.k_proj = nn.Linear(kv_dim, inner, bias=bias)
+        self.v_proj = nn.Linear(kv_dim, inner, bias=bias)
+        self.out_proj = nn.Linear(inner, d_model, bias=bias)
 
     def _split_heads(self, x: Tensor) -> Tensor:
-        B, T, C = x.shape
-        return x.view(B, T, self.n_heads, self.head_size).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
+        B, T, _ = x.shape
+        return x.view(B, T, self.n_heads, self.head_size).transpose(1, 2)  # (B, T, nh * hs) -> (B, nh, T, hs)
 
     def _keys_values(self, source: Tensor) -> tuple[Tensor, Tensor]:
         return self._split_heads(self.k_proj(source)), self._split_heads(self.v_proj(source))
@@ -253,7 +263,7 @@ class MultiHeadAttention(nn.Module):
         and reuses it afterwards (``context`` is then ignored).
         ``need_weights``: also return the attention weights (computed by the reference implementation).
         """
-        B, T, C = x.shape
+        B, T, _ = x.shape
         q = self._split_heads(self.q_proj(x))  # (B, nh, Tq, hs)
         if context is None:  # self-attention
             k, v = self._keys_values(x)  # (B, nh, Tq, hs)
@@ -271,6 +281,6 @@ class MultiHeadAttention(nn.Module):
             y, weights = scaled_dot_product_attention_reference(q, k, v, **args)
         else:
             y = scaled_dot_product_attention(q, k, v, **args)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)  # concatenate heads: (B, nh, Tq, hs) -> (B, Tq, C)
+        y = y.transpose(1, 2).contiguous().view(B, T, -1)  # concatenate heads: (B, nh, Tq, hs) -> (B, Tq, nh * hs)
         out = self.out_proj(y)
         return (out, weights) if need_weights else out

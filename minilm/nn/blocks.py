@@ -29,7 +29,8 @@ from .norms import make_norm
 @dataclass
 class BlockConfig:
     d_model: int = 512  # width of the residual stream (embedding size)
-    n_heads: int = 8  # attention heads; head size = d_model // n_heads
+    n_heads: int = 8  # attention heads
+    head_size: int | None = None  # width of each head; None: d_model // n_heads (T5 sets its d_kv)
     d_ff: int = 2048  # hidden size of the feed-forward network
     dropout: float = 0.1  # on each sublayer's output, before the residual sum
     attention_dropout: float = 0.0  # on the attention weights
@@ -46,7 +47,7 @@ class BlockConfig:
 
     def validate(self) -> None:
         """The checks a model config runs on its blocks before anything is built (heads that split d_model)."""
-        check_heads(self.d_model, self.n_heads)
+        check_heads(self.d_model, self.n_heads, self.head_size)
 
 
 @dataclass
@@ -90,6 +91,7 @@ def _attention(cfg: BlockConfig) -> MultiHeadAttention:
         bias=cfg.bias,
         scale=cfg.attention_scale,
         fused=cfg.fused_attention,
+        head_size=cfg.head_size,
     )
 
 
