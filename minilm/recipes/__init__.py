@@ -4,7 +4,8 @@ A recipe registers its models and pretraining objectives with :mod:`minilm.train
 particular to the family: how the corpus becomes training examples, the loss of a batch from the model's outputs
 (with named parts), the units each part averages over. ``gpt`` (GPT, causal LM), ``elmo`` (ELMo, biLM), ``bert``
 (BERT and RoBERTa, masked LM and NSP), ``albert`` (ALBERT, masked LM and SOP), ``electra`` (ELECTRA,
-replaced-token detection and its ablations, with a generator beside the trained model); ``language_model`` holds
-what the language models share. The registry imports them on first use (``registry.RECIPES``); the engine
+replaced-token detection and its ablations, with a generator beside the trained model), ``bart`` (BART, denoising),
+``t5`` (T5, span corruption); ``language_model`` holds what the language models share, ``seq2seq`` what the
+encoder–decoders share. The registry imports them on first use (``registry.RECIPES``); the engine
 (``minilm.train``) knows none of them.
 """

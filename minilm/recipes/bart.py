@@ -23,10 +23,11 @@ from minilm.objectives.denoising import (
     noise_token_ids,
     parse_noise,
 )
-from minilm.objectives.seq2seq import pad_seq2seq_batch, seq2seq_loss_from_states, target_tokens
+from minilm.objectives.seq2seq import pad_seq2seq_batch
+from minilm.recipes.seq2seq import target_counts as denoise_counts
+from minilm.recipes.seq2seq import teacher_forcing_loss as denoise_loss  # the reconstruction loss
 from minilm.train.config import ConfigError
 from minilm.train.registry import ModelEntry, ObjectiveEntry, register_model, register_objective
-from minilm.train.trainer import LossOutput
 
 SENTENCE_ENDS = (".", "!", "?")  # the tokens that end a sentence for sentence permutation (fairseq: ".")
 
@@ -108,17 +109,6 @@ def denoise_examples(documents, tokenizer, job, settings: DenoiseSettings, valid
     generator = torch.Generator().manual_seed(job.seed)
     noised = [denoising_example(e["input_ids"], config, generator, **token_ids) for e in examples]
     return noised, functools.partial(pad_seq2seq_batch, pad_id=tokenizer.pad_id)
-
-
-def denoise_loss(model, batch) -> LossOutput:
-    """The reconstruction loss: every token of the original document, predicted from the corrupted one."""
-    states = model.seq2seq_states(batch["input_ids"], batch["attention_mask"], batch["labels"])
-    loss = seq2seq_loss_from_states(*states, batch["labels"])
-    return LossOutput(loss, n_tokens=int(batch["attention_mask"].sum()))
-
-
-def denoise_counts(batch) -> dict[str, int]:
-    return {"loss": target_tokens(batch["labels"])}
 
 
 register_objective(
