@@ -1,7 +1,8 @@
 """Pretraining objectives as pure functions: corrupt a batch, compute a loss, build inputs from documents. No model
 knowledge. Modules: ``causal_lm``, ``bilm``, ``mlm``, ``nsp``, ``sop``, ``rtd`` (ELECTRA's replaced-token detection
-and its ablations); ``segments`` (templates, segment and sentence pairs and their classifier's loss, shared by pair
-objectives), ``formats`` (RoBERTa's input formats, with NSP or SOP labels), ``labels`` (the ignored label)."""
+and its ablations), ``span_corruption`` (T5's span corruption and the T5 paper's other denoising objectives);
+``segments`` (templates, segment and sentence pairs and their classifier's loss, shared by pair objectives),
+``formats`` (RoBERTa's input formats, with NSP or SOP labels), ``labels`` (the ignored label)."""
 
 from .bilm import bilm_loss, bilm_loss_from_states
 from .causal_lm import causal_lm_loss, causal_lm_loss_from_states, language_model_blocks
@@ -34,6 +35,22 @@ from .nsp import IS_NEXT, NOT_NEXT, nsp_loss, nsp_pairs, sentence_pair
 from .rtd import RTD_WEIGHT, copy_mlm_loss, replace_tokens, rtd_loss, sample_replacements
 from .segments import Template, pair_classifier_loss, random_segment, segment_pairs, sentence_pairs, truncate_pair
 from .sop import IN_ORDER, SWAPPED, sop_loss, sop_pairs, sop_sentence_pairs
+from .span_corruption import (
+    T5_OBJECTIVES,
+    DynamicSpanCorruption,
+    SpanCorruptionConfig,
+    bert_style_corruption,
+    drop_corrupted_tokens,
+    iid_noise_mask,
+    noise_span_counts,
+    noise_span_to_unique_sentinel,
+    random_spans_helper,
+    random_spans_noise_mask,
+    reconstruct_spans,
+    span_corruption,
+    span_corruption_example,
+    span_corruption_token_ids,
+)
 
 __all__ = [
     "FORMATS",
@@ -45,17 +62,23 @@ __all__ = [
     "PAIR_OBJECTIVES",
     "RTD_WEIGHT",
     "SWAPPED",
+    "T5_OBJECTIVES",
     "DynamicMasking",
+    "DynamicSpanCorruption",
     "MaskingConfig",
+    "SpanCorruptionConfig",
     "StaticMaskedDataset",
     "Template",
+    "bert_style_corruption",
     "bilm_loss",
     "bilm_loss_from_states",
     "causal_lm_loss",
     "causal_lm_loss_from_states",
     "copy_mlm_loss",
     "doc_sentences",
+    "drop_corrupted_tokens",
     "full_sentences",
+    "iid_noise_mask",
     "is_word_start",
     "language_model_blocks",
     "make_examples",
@@ -64,11 +87,16 @@ __all__ = [
     "mlm_loss",
     "mlm_loss_from_states",
     "ngram_spans",
+    "noise_span_counts",
+    "noise_span_to_unique_sentinel",
     "nsp_loss",
     "nsp_pairs",
     "pad_batch",
     "pair_classifier_loss",
     "random_segment",
+    "random_spans_helper",
+    "random_spans_noise_mask",
+    "reconstruct_spans",
     "replace_tokens",
     "rtd_loss",
     "sample_replacements",
@@ -79,6 +107,9 @@ __all__ = [
     "sop_loss",
     "sop_pairs",
     "sop_sentence_pairs",
+    "span_corruption",
+    "span_corruption_example",
+    "span_corruption_token_ids",
     "tokenize_documents",
     "truncate_pair",
     "word_ids_from_encoding",
