@@ -49,13 +49,14 @@ def test_the_registry_imports_the_recipes_on_first_use_only():
 def test_every_built_in_declares_its_kind_and_objectives_their_counts():
     kinds = {name: entry.kind for name, entry in registry.models().items()}
     encoders = ("bert", "roberta", "albert", "electra")
-    assert kinds.pop("bart") == "encoder-decoder"
+    assert kinds.pop("bart") == kinds.pop("t5") == "encoder-decoder"
     assert kinds == {"gpt": "decoder", "elmo": "decoder", **{name: "encoder" for name in encoders}}
     perplexity = {name: entry.perplexity for name, entry in registry.objectives().items()}
     assert perplexity == {
         **{"clm": True, "bilm": True, "mlm": True, "mlm+nsp": "mlm", "mlm+sop": "mlm"},
         **{"rtd": "generator", "rtd_15": "generator", "replace_mlm": "mlm", "all_tokens_mlm": "generator"},
         "denoise": True,
+        "span_corruption": True,
     }
     assert all(entry.counts is not None for entry in registry.objectives().values())
     with pytest.raises(ConfigError, match="model 'x' kind='seq2seq' is not one of encoder, decoder, encoder-decoder"):

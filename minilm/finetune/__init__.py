@@ -2,8 +2,8 @@
 
 ``python -m minilm.finetune --task mrpc --pretrained RUN_DIR`` (see ``--help``); ``python -m minilm.finetune
 table RUN_DIR ...`` prints a GLUE-style table. Modules: ``config`` (FinetuneConfig, resolution), ``kinds`` (a
-kind per task shape: inputs, head, loss, predictions, metrics), ``model`` (body adapter and loading), ``table``,
-``cli``.
+kind per task shape: inputs, head, loss, predictions, metrics), ``text_to_text`` (every task as T5's text to text),
+``mixing`` (multi-task training's mixing rates and sampler), ``model`` (body adapter and loading), ``table``, ``cli``.
 """
 
 from minilm.finetune.cli import main, run

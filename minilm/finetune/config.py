@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import time
 from dataclasses import dataclass
 
 from minilm.data.tasks import SPLITS, TASKS
+from minilm.finetune.mixing import DEFAULT_LIMIT, DEFAULT_TEMPERATURE, MIXING
 from minilm.finetune.model import INPUT_FORMATS, LAYER_CHOICES
+from minilm.finetune.text_to_text import TEXT_TO_TEXT
 from minilm.heads import POOLING
 from minilm.train.cli import command_line_layer, resolve_layers
 from minilm.train.config import ConfigError, choice
@@ -18,7 +21,7 @@ from minilm.train.trainer import TrainConfig
 
 @dataclass
 class FinetuneConfig:
-    task: str = "sst2"  # a task of the registry (see the list below)
+    task: str = "sst2"  # a task of the registry (see the list below); several, comma-separated: multi-task training
     pretrained: str = ""  # a pretraining run directory or checkpoint; "" trains model/size from scratch
     model: str = "gpt"  # registered model trained from scratch (a pretrained run brings its own)
     size: str = "tiny"  # size preset of that model
@@ -31,15 +34,34 @@ class FinetuneConfig:
     lm_weight: float = 0.0  # λ of GPT's auxiliary LM loss, L3 = L2 + λ·L1 (the paper: 0.5); needs a causal LM body
     max_target_length: int = 32  # text-to-text tasks: target tokens (longer ones truncated) and most generated
     num_beams: int = 1  # text-to-text tasks: 1 generates greedily, more with beam search
-    max_train_examples: int = 0  # 0: all; else a seeded sample (quick runs)
-    max_eval_examples: int = 0  # 0: all; else a fixed sample of the validation/test split
+    max_train_examples: int = 0  # 0: all; else a seeded sample (quick runs), of each task
+    max_eval_examples: int = 0  # 0: all; else a fixed sample of the validation/test split, of each task
     eval_split: str = "validation"  # split scored at the end into results.json: "validation" or "test"
+    text_to_text: str = "auto"  # every task as T5's text to text: "true", "false"; auto: the model's way, or multi-task
+    mixing: str = "proportional"  # multi-task: how often each task is drawn (strategies below; T5 §3.5.2)
+    mixing_limit: int = DEFAULT_LIMIT  # proportional and temperature mixing: each task's size capped at this K
+    mixing_temperature: float = DEFAULT_TEMPERATURE  # temperature mixing: T (1: proportional; larger: towards equal)
+
+    @property
+    def tasks(self) -> list[str]:
+        """The task names of ``task``: one, or several for multi-task training."""
+        return [name.strip() for name in self.task.split(",")]
 
     def validate(self) -> None:
-        if self.task not in TASKS:
-            close = difflib.get_close_matches(self.task, list(TASKS), n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"unknown task {self.task!r}{hint} (tasks: {', '.join(TASKS)})")
+        for name in self.tasks:
+            if name not in TASKS:
+                close = difflib.get_close_matches(name, list(TASKS), n=1, cutoff=0.5)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ConfigError(f"unknown task {name!r}{hint} (tasks: {', '.join(TASKS)})")
+        if len(set(self.tasks)) < len(self.tasks):
+            raise ConfigError(f"task={self.task!r} names a task twice: give each task once")
+        choice(self.text_to_text, TEXT_TO_TEXT, "text_to_text")
+        choice(self.mixing, MIXING, "mixing")
+        if self.mixing_limit < 1 or not (self.mixing_temperature > 0 and math.isfinite(self.mixing_temperature)):
+            raise ConfigError(
+                f"mixing_limit must be >= 1 and mixing_temperature > 0, got {self.mixing_limit} and "
+                f"{self.mixing_temperature}"
+            )
         choice(self.pooling, ("auto", *POOLING), "pooling")
         choice(self.input_format, ("auto", *INPUT_FORMATS), "input_format")
         if not self.lm_weight >= 0:
@@ -84,5 +106,6 @@ def resolve(args) -> tuple[FinetuneConfig, TrainConfig, dict]:
     job, train, open_sections = resolve_layers(job, train, args.resume, args.config, layer, SECTIONS)
     if not train.run_dir:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        train = dataclasses.replace(train, run_dir=f"runs/finetune-{job.task}-{job.model}-{stamp}")
+        tasks = "+".join(job.tasks)
+        train = dataclasses.replace(train, run_dir=f"runs/finetune-{tasks}-{job.model}-{stamp}")
     return job, train, open_sections["model"]

@@ -21,7 +21,7 @@ kind            tasks                     inputs                                
 Text-to-text tasks (``seq2seq``) need an encoder–decoder body (BART, T5): training is teacher forcing on the target
 (:mod:`minilm.objectives.seq2seq`), and predictions are generated (greedy, or beam search with ``num_beams``) and
 decoded to text, so evaluation scores what the model writes, not what it would have predicted with the reference in
-front of it.
+front of it. Every other task can be cast as text to text too, T5's way (:mod:`minilm.finetune.text_to_text`).
 
 Predictions are scored with :func:`minilm.metrics.compute` under the task's own metric names: word-level tags
 for tagging (entity F1 on BIO tags for WNUT-17, accuracy for UPOS), answer texts for SQuAD (official EM/F1).

@@ -308,14 +308,8 @@ def pretrained_run_dir(checkpoint: Path) -> Path:
     return checkpoint.parent.parent if checkpoint.parent.name == ckpt.CHECKPOINTS else checkpoint.parent
 
 
-def from_pretrained(path: str, model_overrides: dict, tokenizer_dir: Path | None = None) -> Body:
-    """The model of a pretraining run, its weights and tokenizer.
-
-    The run's config (in the checkpoint) names the registered model and objective and holds their configs: the model
-    is built, wrapped as its objective trained it (ELECTRA's generator beside it, a frozen teacher, ...: one module,
-    as the Trainer saved it), loaded, and unwrapped to the body. ``model_overrides`` may change what leaves the
-    weights' shapes alone (dropout, say).
-    """
+def pretrained_checkpoint(path: str) -> tuple[Path, dict]:
+    """The checkpoint of a pretraining run (``--pretrained``) and its meta.json, which names the registered model."""
     try:
         checkpoint = ckpt.find_checkpoint(path)
     except ckpt.CheckpointError as err:
@@ -325,9 +319,28 @@ def from_pretrained(path: str, model_overrides: dict, tokenizer_dir: Path | None
         ) from None
     meta = ckpt.read_meta(checkpoint)
     run = meta.get("config") or {}
-    job = run.get("job") or {}
-    if "model" not in job or not isinstance(run.get("model"), dict):
+    if "model" not in (run.get("job") or {}) or not isinstance(run.get("model"), dict):
         raise ckpt.CheckpointError(f"checkpoint {checkpoint} does not say which registered model it holds")
+    return checkpoint, meta
+
+
+def body_entry(pretrained: str, model_name: str) -> ModelEntry:
+    """The registry entry of the body a run fine-tunes: the pretrained run's model, else ``model_name``; read before
+    any weights or data, so that settings which depend on the model are checked first."""
+    return get_model(pretrained_checkpoint(pretrained)[1]["config"]["job"]["model"] if pretrained else model_name)
+
+
+def from_pretrained(path: str, model_overrides: dict, tokenizer_dir: Path | None = None) -> Body:
+    """The model of a pretraining run, its weights and tokenizer.
+
+    The run's config (in the checkpoint) names the registered model and objective and holds their configs: the model
+    is built, wrapped as its objective trained it (ELECTRA's generator beside it, a frozen teacher, ...: one module,
+    as the Trainer saved it), loaded, and unwrapped to the body. ``model_overrides`` may change what leaves the
+    weights' shapes alone (dropout, say).
+    """
+    checkpoint, meta = pretrained_checkpoint(path)
+    run = meta["config"]
+    job = run["job"]
     entry = get_model(job["model"])
     objective = get_objective(job["objective"]) if job.get("objective") else None
     try:

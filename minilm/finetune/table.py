@@ -1,7 +1,8 @@
 """A GLUE-style markdown table over fine-tuning runs: a row per model and split, a column per task, its metrics.
 
 Scores are shown x100 with one decimal, several metrics of a task joined by "/" (MRPC F1/acc, STS-B
-Pearson/Spearman, SQuAD EM/F1, whose metrics are already percentages).
+Pearson/Spearman, SQuAD EM/F1, whose metrics are already percentages). A multi-task run fills a cell for each of its
+tasks.
 """
 
 from __future__ import annotations
@@ -67,6 +68,21 @@ def _read_results(file: Path) -> dict | None:
     return None
 
 
+def task_metrics(results: dict) -> dict[str, dict[str, float]]:
+    """{task: its metrics} of a run's results: its one task's, or each task's of a multi-task run."""
+    return results["metrics"] if "tasks" in results else {results["task"]: results["metrics"]}
+
+
+def average(metrics: dict[str, dict[str, float]]) -> float:
+    """One score for several tasks, as the GLUE average (and T5's): each task's metrics averaged into one score, x100
+    (SQuAD's are percents already), then the tasks averaged; NaN if any score is (an undefined correlation)."""
+    scores = [
+        sum(v * (1 if name in PERCENT_METRICS else 100) for name, v in task.items()) / len(task)
+        for task in metrics.values()
+    ]
+    return sum(scores) / len(scores)
+
+
 def _cell(task: str, metrics: dict) -> str:
     values = []
     for name in TASKS[task].metrics if task in TASKS else metrics:
@@ -86,8 +102,9 @@ def glue_table(results: list[dict]) -> str:
     """
     rows: dict[tuple[str, str], dict[str, str]] = {}
     for r in results:
-        rows.setdefault((r["name"], r["split"]), {})[r["task"]] = _cell(r["task"], r["metrics"])
-    present = {r["task"] for r in results}
+        for task, metrics in task_metrics(r).items():
+            rows.setdefault((r["name"], r["split"]), {})[task] = _cell(task, metrics)
+    present = {task for r in results for task in task_metrics(r)}
     tasks = [t for t in TASKS if t in present] + sorted(present - TASKS.keys())
     lines = [
         "| model | split | " + " | ".join(_header(t) for t in tasks) + " |",

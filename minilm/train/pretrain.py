@@ -260,11 +260,14 @@ def report(job: PretrainConfig, model, trainer: Trainer, tokenizer, metrics: dic
 
 def sample(job: PretrainConfig, model, tokenizer, device) -> str:
     """A sample from the trained model, from ``job.prompt``: its continuation (a language model) or, for an
-    encoder-decoder trained to denoise, its reconstruction of ``<s> prompt <mask> </s>``."""
+    encoder-decoder, what it writes for ``prompt <blank> </s>`` (BART's ``<s> ... <mask> </s>``: the whole text
+    reconstructed; T5's ``<extra_id_0>``: the blank filled in)."""
     prompt = tokenizer.encode(job.prompt, add_special_tokens=False)
-    seq2seq = hasattr(model, "encode") and tokenizer.mask_id is not None
+    seq2seq = hasattr(model, "encode")
     if seq2seq:
-        prompt = [tokenizer.bos_id, *prompt, tokenizer.mask_id, tokenizer.eos_id]
+        blank = tokenizer.mask_id if tokenizer.mask_id is not None else tokenizer.sentinel_ids[0]
+        start = [tokenizer.bos_id] if tokenizer.bos_id is not None else []
+        prompt = [*start, *prompt, blank, tokenizer.eos_id]
     room = getattr(model.config, "max_len", 1 << 30) - (1 if seq2seq else len(prompt))
     model.eval()
     ids = model.generate(
@@ -276,7 +279,7 @@ def sample(job: PretrainConfig, model, tokenizer, device) -> str:
         generator=torch.Generator(device).manual_seed(0),
     )
     text = tokenizer.decode(ids[0].tolist())
-    return f"sample ({job.prompt!r} + <mask>, reconstructed): {text}" if seq2seq else f"sample: {text}"
+    return f"sample ({job.prompt!r} + {tokenizer.id_to_token(blank)}): {text}" if seq2seq else f"sample: {text}"
 
 
 # ---------------------------------------------------------------------------------------------- CLI

@@ -49,6 +49,7 @@ RECIPES = (
     "minilm.recipes.albert",
     "minilm.recipes.electra",
     "minilm.recipes.bart",
+    "minilm.recipes.t5",
 )
 KINDS = ("encoder", "decoder", "encoder-decoder")
 
@@ -73,9 +74,12 @@ class ModelEntry:
     input_format: str = "template"  # fine-tuning inputs (minilm.finetune input_format=auto): "template" or "gpt"
     hidden_size: Callable[[Any], int] = config_d_model  # config -> C, the width of features()' hidden states
     n_layers: Callable[[Any], int] = config_n_layers  # config -> layers in features()' hidden_states, less 1
+    text_to_text: bool = False  # fine-tuning casts every task as text to text (text_to_text=auto): T5's way
 
     def __post_init__(self) -> None:
         choice(self.kind, KINDS, f"model {self.name!r} kind")
+        if self.text_to_text and self.kind != "encoder-decoder":
+            raise ConfigError(f"model {self.name!r}: text_to_text needs an encoder-decoder, not an {self.kind}")
 
 
 @dataclass
