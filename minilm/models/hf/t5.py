@@ -118,9 +118,7 @@ def _weights(ours: str, theirs: str) -> list[Rename]:
 
 def _stack_names(side: str, config: T5Config) -> list[Rename]:
     n_layers = config.n_encoder_layers if side == "encoder" else config.n_decoder_layers
-    table = _weights(
-        f"{side}_position_bias.embedding", f"{side}.block.0.layer.0.SelfAttention.relative_attention_bias"
-    )
+    table = _weights(f"{side}_position_bias.embedding", f"{side}.block.0.layer.0.SelfAttention.relative_attention_bias")
     sublayers = [("self_attn", "SelfAttention")] + ([("cross_attn", "EncDecAttention")] if side == "decoder" else [])
     for i in range(n_layers):
         ours, theirs = f"{side}.layers.{i}.", f"{side}.block.{i}.layer."
