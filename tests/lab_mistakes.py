@@ -1,4 +1,4 @@
-"""What every lab's known-wrong-answer test checks (tests/test_lab05.py, test_lab06.py, test_lab07.py)."""
+"""What every lab's known-wrong-answer test checks (tests/test_lab05.py to tests/test_lab08.py)."""
 
 from pathlib import Path
 
