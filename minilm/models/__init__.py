@@ -1,5 +1,6 @@
 """Model families, one file each, composed from :mod:`minilm.nn`; :func:`from_pretrained` loads a Hugging Face
-checkpoint of any family minilm converts (:mod:`minilm.models.hf`)."""
+checkpoint of any family minilm converts (:mod:`minilm.models.hf`). What the encoder–decoders share (teacher
+forcing, features, generation) is :mod:`minilm.models.encoder_decoder`; checkpoints, :mod:`minilm.models.pretrained`."""
 
 from .albert import ALBERT_PRESETS, Albert, AlbertConfig, albert_config
 from .bart import BART_PRESETS, Bart, BartConfig, bart_config

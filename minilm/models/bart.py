@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from minilm.generation import EncoderDecoderGenerationMixin
+from minilm.models.encoder_decoder import EncoderDecoderMixin
 from minilm.models.pretrained import PretrainedMixin
 from minilm.nn import (
     ACTIVATIONS,
@@ -43,7 +43,6 @@ from minilm.nn import (
     TransformerOutput,
     check_token_ids,
     padding_mask,
-    shift_right,
 )
 
 POSITION_OFFSET = 2  # fairseq's learned positions start at row 2 (rows 0-1 were reserved for padding); kept
@@ -113,9 +112,11 @@ def bart_config(size: str, **overrides) -> BartConfig:
     return BartConfig(**{**BART_PRESETS[size], **overrides})
 
 
-class Bart(EncoderDecoderGenerationMixin, PretrainedMixin, nn.Module):
+class Bart(EncoderDecoderMixin, PretrainedMixin, nn.Module):
     """Encoder–decoder. Submodules: ``encoder_embedding``, ``decoder_embedding`` (their ``token`` is one shared
-    table), ``encoder``, ``decoder``, ``lm_head`` (tied to the token table); buffer ``final_logits_bias`` (1, V)."""
+    table), ``encoder``, ``decoder``, ``lm_head`` (tied to the token table); buffer ``final_logits_bias`` (1, V).
+    Teacher forcing, ``features`` (the classifier reads the decoder's final ``</s>``, §3.1) and ``generate`` come
+    from :class:`~minilm.models.encoder_decoder.EncoderDecoderMixin`."""
 
     def __init__(self, config: BartConfig) -> None:
         super().__init__()
@@ -207,69 +208,10 @@ class Bart(EncoderDecoderGenerationMixin, PretrainedMixin, nn.Module):
             output_attentions=output_attentions,
         )
 
-    def _check_length(self, length: int, side: str) -> None:
-        if length > self.config.max_len:
-            raise ValueError(
-                f"the {side} has {length} positions, more than the model's max_len={self.config.max_len}: "
-                "give it fewer tokens"
-            )
-
     def logits(self, hidden: Tensor) -> Tensor:
         """Decoder states (..., C) -> vocabulary logits (..., V): the tied projection plus ``final_logits_bias``."""
         return self.lm_head(hidden) + self.final_logits_bias[0]
 
-    def seq2seq_states(
-        self, input_ids: Tensor, attention_mask: Tensor | None, labels: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """Teacher forcing for training: (the decoder's final states (B, T, C) for ``labels`` (B, T) shifted right,
-        the vocabulary projection's weight (V, C) and bias (V,)), for
-        :func:`minilm.objectives.seq2seq.seq2seq_loss_from_states` (projection and loss fused)."""
-        memory = self.encode(input_ids, attention_mask).last_hidden_state
-        hidden = self.decode(self.shift_right(labels), memory, attention_mask).last_hidden_state
+    def output_projection(self, hidden: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Decoder states (..., C) -> (them, the tied projection's weight (V, C), ``final_logits_bias`` (V,))."""
         return hidden, self.lm_head.weight, self.final_logits_bias[0]
-
-    def shift_right(self, labels: Tensor) -> Tensor:
-        """Target ids (B, T) (-100 where not scored) -> the decoder's inputs, behind ``decoder_start_id``."""
-        return shift_right(labels, self.config.decoder_start_id, self.config.pad_id)
-
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        decoder_input_ids: Tensor | None = None,
-        decoder_attention_mask: Tensor | None = None,
-    ) -> Tensor:
-        """Teacher forcing: source (B, S), decoder inputs (B, T) -> next-token logits (B, T, V).
-
-        Without ``decoder_input_ids`` the decoder reads the source shifted right (what the denoising objective
-        reconstructs when nothing is corrupted, and transformers' default).
-        """
-        if decoder_input_ids is None:
-            decoder_input_ids = self.shift_right(input_ids)
-        memory = self.encode(input_ids, attention_mask).last_hidden_state
-        hidden = self.decode(decoder_input_ids, memory, attention_mask, decoder_attention_mask).last_hidden_state
-        return self.logits(hidden)
-
-    def features(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        output_hidden_states: bool = False,
-    ) -> TransformerOutput:
-        """The registry's contract: the same input to encoder and decoder (shifted right), the decoder's output.
-
-        "For sequence classification tasks, the same input is fed into the encoder and decoder, and the final hidden
-        state of the final decoder token is fed into new multi-class linear classifier" (§3.1); token tasks read
-        every position's state. Position t of the decoder has read tokens < t itself and all of them through the
-        encoder, so ``last_hidden_state`` (B, T, C) lines up with ``input_ids``. ``token_type_ids`` are ignored
-        (BART has no segments). ``hidden_states``: the decoder's embeddings and layers.
-        """
-        memory = self.encode(input_ids, attention_mask).last_hidden_state
-        decoder_input_ids = self.shift_right(input_ids)
-        return self.decode(
-            decoder_input_ids, memory, attention_mask, attention_mask, output_hidden_states=output_hidden_states
-        )
-
-    def new_cache(self):
-        return self.decoder.new_cache()

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from minilm.generation import EncoderDecoderGenerationMixin
+from minilm.models.encoder_decoder import EncoderDecoderMixin
 from minilm.models.pretrained import PretrainedMixin
 from minilm.nn import (
     ACTIVATIONS,
@@ -51,7 +51,6 @@ from minilm.nn import (
     TransformerOutput,
     check_token_ids,
     padding_mask,
-    shift_right,
 )
 
 
@@ -132,10 +131,12 @@ def t5_config(size: str, **overrides) -> T5Config:
     return T5Config(**{**T5_PRESETS[size], **overrides})
 
 
-class T5(EncoderDecoderGenerationMixin, PretrainedMixin, nn.Module):
+class T5(EncoderDecoderMixin, PretrainedMixin, nn.Module):
     """Encoder–decoder. Submodules: ``embedding`` (one token table, both sides), ``encoder_position_bias``,
     ``decoder_position_bias``, ``encoder``, ``decoder`` (each with its final RMSNorm), ``lm_head`` (tied to the
-    token table when ``tie_embeddings``)."""
+    token table when ``tie_embeddings``). Teacher forcing, ``features`` (as BART's: T5 itself casts every task as
+    text to text, :mod:`minilm.finetune.text_to_text`) and ``generate`` come from
+    :class:`~minilm.models.encoder_decoder.EncoderDecoderMixin`."""
 
     def __init__(self, config: T5Config) -> None:
         super().__init__()
@@ -234,67 +235,11 @@ class T5(EncoderDecoderGenerationMixin, PretrainedMixin, nn.Module):
         out.last_hidden_state = self.dropout(out.last_hidden_state)
         return out
 
-    def _check_length(self, length: int, side: str) -> None:
-        if length > self.config.max_len:
-            raise ValueError(
-                f"the {side} has {length} positions, more than the model's max_len={self.config.max_len}: "
-                "give it fewer tokens (or raise model.max_len: relative positions have no hard limit)"
-            )
-
     def logits(self, hidden: Tensor) -> Tensor:
         """Decoder states (..., C) -> vocabulary logits (..., V): [× d_model^-0.5 (v1.0)] then the LM head."""
         return self.lm_head(hidden * self.output_scale)
 
-    def seq2seq_states(
-        self, input_ids: Tensor, attention_mask: Tensor | None, labels: Tensor
-    ) -> tuple[Tensor, Tensor, None]:
-        """Teacher forcing for training: (the decoder's final states (B, T, C) for ``labels`` (B, T) shifted right,
-        rescaled as :meth:`logits` rescales them, the LM head's weight (V, C), no bias), for
-        :func:`minilm.objectives.seq2seq.seq2seq_loss_from_states` (projection and loss fused)."""
-        memory = self.encode(input_ids, attention_mask).last_hidden_state
-        hidden = self.decode(self.shift_right(labels), memory, attention_mask).last_hidden_state
+    def output_projection(self, hidden: Tensor) -> tuple[Tensor, Tensor, None]:
+        """Decoder states (..., C) -> (them rescaled as :meth:`logits` rescales them, the LM head's weight (V, C), no
+        bias)."""
         return hidden * self.output_scale, self.lm_head.weight, None
-
-    def shift_right(self, labels: Tensor) -> Tensor:
-        """Target ids (B, T) (-100 where not scored) -> the decoder's inputs, behind ``decoder_start_id`` (<pad>)."""
-        return shift_right(labels, self.config.decoder_start_id, self.config.pad_id)
-
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        decoder_input_ids: Tensor | None = None,
-        decoder_attention_mask: Tensor | None = None,
-    ) -> Tensor:
-        """Teacher forcing: source (B, S), decoder inputs (B, T) -> next-token logits (B, T, V).
-
-        Without ``decoder_input_ids`` the decoder reads the source shifted right.
-        """
-        if decoder_input_ids is None:
-            decoder_input_ids = self.shift_right(input_ids)
-        memory = self.encode(input_ids, attention_mask).last_hidden_state
-        hidden = self.decode(decoder_input_ids, memory, attention_mask, decoder_attention_mask).last_hidden_state
-        return self.logits(hidden)
-
-    def features(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        token_type_ids: Tensor | None = None,
-        output_hidden_states: bool = False,
-    ) -> TransformerOutput:
-        """The registry's contract, as BART reads it: the same input to encoder and decoder (shifted right), the
-        decoder's output (B, T, C), for a classification or tagging head. T5 itself casts every task as text to
-        text (:mod:`minilm.finetune.text_to_text`); this is the control it is compared with. ``token_type_ids``
-        are ignored (T5 has no segments)."""
-        memory = self.encode(input_ids, attention_mask).last_hidden_state
-        return self.decode(
-            self.shift_right(input_ids),
-            memory,
-            attention_mask,
-            attention_mask,
-            output_hidden_states=output_hidden_states,
-        )
-
-    def new_cache(self):
-        return self.decoder.new_cache()
