@@ -5,7 +5,6 @@ beyond a constant answer, clear errors through the real CLIs."""
 
 import dataclasses
 import json
-import random
 import re
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import torch
 from minilm.data import Document
 from minilm.data.examples import Seq2SeqExample
 from minilm.data.tasks import NO_ANSWER_TEXT, TASKS
+from minilm.data.toy import colour_questions
 from minilm.finetune import main as finetune_main
 from minilm.finetune.kinds import Seq2SeqKind, TaskEncoder
 from minilm.models.bart import Bart, BartConfig
@@ -133,17 +133,7 @@ def test_text_to_text_examples_become_sources_and_target_labels(tokenizer):
 
 def synthetic_qa(split):
     """'question: what colour is the X? context: ... the X is C ...' -> C: an answer to copy from the source."""
-    rng = random.Random(split)
-    things, colours = "car hat door boat kite lamp".split(), "red blue green black white pink".split()
-    examples = []
-    for i in range(300 if split == "train" else 60):
-        thing, other = rng.sample(things, 2)
-        colour, decoy = rng.sample(colours, 2)
-        facts = [f"the {thing} is {colour} .", f"the {other} is {decoy} ."]
-        rng.shuffle(facts)
-        source = f"question: what colour is the {thing} ? context: {' '.join(facts)}"
-        examples.append(Seq2SeqExample(f"{split}{i}", source, colour, (colour,)))
-    return examples
+    return colour_questions(split, 300 if split == "train" else 60)
 
 
 def test_text_to_text_fine_tuning_learns_beyond_a_constant_answer(tmp_path, monkeypatch):

@@ -5,7 +5,6 @@ text to text, a text-to-text task learned beyond a constant answer, clear errors
 
 import dataclasses
 import json
-import random
 import re
 import subprocess
 import sys
@@ -15,8 +14,8 @@ import pytest
 import torch
 
 from minilm.data import Document
-from minilm.data.examples import Seq2SeqExample
 from minilm.data.tasks import TASKS
+from minilm.data.toy import colour_questions
 from minilm.finetune import main as finetune_main
 from minilm.models.t5 import T5, T5Config
 from minilm.objectives.seq2seq import seq2seq_loss
@@ -132,17 +131,7 @@ def test_t5_pretrains_from_the_command_line_and_fine_tunes_text_to_text(tmp_path
 
 def synthetic_qa(split):
     """'question: what colour is the X? context: ... the X is C ...' -> C: an answer to copy from the source."""
-    rng = random.Random(split)
-    things, colours = "car hat door boat kite lamp".split(), "red blue green black white pink".split()
-    examples = []
-    for i in range(300 if split == "train" else 60):
-        thing, other = rng.sample(things, 2)
-        colour, decoy = rng.sample(colours, 2)
-        facts = [f"the {thing} is {colour} .", f"the {other} is {decoy} ."]
-        rng.shuffle(facts)
-        source = f"question: what colour is the {thing} ? context: {' '.join(facts)}"
-        examples.append(Seq2SeqExample(f"{split}{i}", source, colour, (colour,)))
-    return examples
+    return colour_questions(split, 300 if split == "train" else 60)
 
 
 def test_t5_learns_a_text_to_text_task_beyond_a_constant_answer(tmp_path, monkeypatch):

@@ -1,13 +1,24 @@
-"""Toy sequence-to-sequence tasks that a tiny Transformer learns in seconds (Chapter 0).
+"""Toy tasks that a tiny model learns in seconds.
 
-Vocabulary: 0 = PAD, 1 = BOS, 2 = EOS, then ``n_symbols`` symbols 3, 4, ... A batch is (src, tgt):
-src (B, max_len) the symbols padded with PAD; tgt (B, max_len + 2) = BOS, the answer, EOS, padding. Train with
-decoder input ``tgt[:, :-1]`` and targets ``tgt[:, 1:]`` (teacher forcing).
+:func:`sequence_task_batch` (Chapter 0): copy or reverse a sequence of symbols. Vocabulary: 0 = PAD, 1 = BOS,
+2 = EOS, then ``n_symbols`` symbols 3, 4, ... A batch is (src, tgt): src (B, max_len) the symbols padded with PAD;
+tgt (B, max_len + 2) = BOS, the answer, EOS, padding. Train with decoder input ``tgt[:, :-1]`` and targets
+``tgt[:, 1:]`` (teacher forcing).
+
+:func:`colour_questions` (Chapters 7, 8): reading comprehension as text to text, a question whose answer is in the
+context and nowhere else.
 """
 
 from __future__ import annotations
 
+import random
+
 import torch
+
+from minilm.data.examples import Seq2SeqExample
+
+THINGS = ("car", "hat", "door", "boat", "kite", "lamp")
+COLOURS = ("red", "blue", "green", "black", "white", "pink")
 
 PAD, BOS, EOS = 0, 1, 2
 FIRST_SYMBOL = 3
@@ -47,3 +58,24 @@ def exact_match(generated: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
     n = reference.size(1)
     generated = torch.nn.functional.pad(generated[:, :n], (0, max(0, n - generated.size(1))), value=PAD)
     return ((generated == reference) | (reference == PAD)).all(dim=1)
+
+
+def colour_questions(split: str, n: int, with_context: bool = True) -> list[Seq2SeqExample]:
+    """``n`` examples ``question: what colour is the car ? context: the hat is blue . the car is red .`` -> ``red``
+    (two facts about two of six things, in random order; the same ``split`` name gives the same examples).
+
+    A constant answer scores about 1/6, copying either colour of the context 1/2; more needs the thing asked about
+    bound to its colour. ``with_context=False`` drops the context: a control that can only learn the colours'
+    frequencies."""
+    rng = random.Random(split)
+    examples = []
+    for i in range(n):
+        thing, other = rng.sample(THINGS, 2)
+        colour, decoy = rng.sample(COLOURS, 2)
+        facts = [f"the {thing} is {colour} .", f"the {other} is {decoy} ."]
+        rng.shuffle(facts)
+        context = f" context: {' '.join(facts)}" if with_context else ""
+        examples.append(
+            Seq2SeqExample(f"{split}{i}", f"question: what colour is the {thing} ?{context}", colour, (colour,))
+        )
+    return examples
