@@ -1,4 +1,4 @@
-"""Scaled dot-product attention, its masks, and multi-head attention with a KV cache.
+"""Scaled dot-product attention, its masks, and multi-head attention with a KV cache, head masks and head pruning.
 
 Shapes: B batch, nh heads, hs head size, Tq query positions, Tk key/value positions, C = d_model = nh * hs.
 
@@ -15,11 +15,18 @@ Fully masked rows
     A query whose mask row is all False has nothing to attend to. Its attention weights are all 0 and its output
     is the zero vector (never NaN), and no gradient flows through it. Both functions below behave this way; the
     fused one relies on torch's kernel for it, which the tests check on CPU.
+
+Head masks and pruning (Michel, Levy & Neubig 2019, "Are Sixteen Heads Really Better than One?")
+    ``MultiHeadAttention.head_mask`` (nh,) scales each head's output before the heads are concatenated:
+    MHAtt(x) = Σ_h ξ_h Att_h(x), with ξ_h ∈ {0, 1} to switch heads off, real-valued to differentiate the loss
+    with respect to it (the heads' importance). ``prune_heads`` then removes switched-off heads' weights for good.
+    The model-level tools are in :mod:`minilm.analysis.pruning`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import torch
 import torch.nn.functional as F
@@ -202,6 +209,20 @@ def check_heads(d_model: int, n_heads: int, head_size: int | None = None) -> Non
         )
 
 
+@torch.no_grad()
+def _keep_features(linear: nn.Linear, index: Tensor, dim: int) -> None:
+    """Keep only the output (``dim=0``: weight rows and bias) or input (``dim=1``: weight columns) features
+    ``index`` of ``linear``, in place: the module (and its hooks) stays, its parameters are new, smaller ones."""
+    keep = lambda p, d: nn.Parameter(p.index_select(d, index), requires_grad=p.requires_grad)
+    linear.weight = keep(linear.weight, dim)
+    if dim == 0:
+        if linear.bias is not None:
+            linear.bias = keep(linear.bias, 0)
+        linear.out_features = len(index)
+    else:
+        linear.in_features = len(index)
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
@@ -210,6 +231,14 @@ class MultiHeadAttention(nn.Module):
     (checkpoint loaders rely on these names). ``head_size`` defaults to d_model / n_heads; set it to decouple the
     heads' width from the model's (T5's ``d_kv``: v1.1-small has 6 heads of 64 in a 512-wide model), the
     projections then map d_model to n_heads * head_size and back.
+
+    ``head_mask``: None (every head on, at no cost) or a float tensor (n_heads,), ξ of Michel et al. (2019):
+    head h's output is multiplied by ξ_h before the heads are concatenated (with the fused kernel, with
+    ``need_weights`` and with a cache alike; the returned weights are the heads' own, unscaled). Give it
+    ``requires_grad`` to get ∂L/∂ξ_h. It is a non-persistent buffer: it follows ``.to()`` but stays out of the
+    state dict, so checkpoints are the same with or without it.
+    ``prune_heads`` removes heads for good; ``kept_heads`` and ``pruned_heads`` are the original indices of the
+    heads left and of those removed. A pruned checkpoint loads into a model pruned the same way first.
     """
 
     def __init__(
@@ -237,6 +266,53 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(kv_dim, inner, bias=bias)
         self.v_proj = nn.Linear(kv_dim, inner, bias=bias)
         self.out_proj = nn.Linear(inner, d_model, bias=bias)
+        self.register_buffer("head_mask", None, persistent=False)  # ξ (n_heads,) or None; see the class docstring
+        self.kept_heads = list(range(n_heads))  # original indices of the heads left, in order
+        self.pruned_heads: list[int] = []  # original indices of the heads removed, sorted
+
+    def prune_heads(self, heads: Iterable[int]) -> list[int]:
+        """Remove ``heads`` for good and return the ones removed by this call (sorted).
+
+        Indices are the **original** ones (those of the unpruned layer, as in ``kept_heads``), so they mean the
+        same heads however often the layer was pruned before; heads already pruned are skipped. Head h loses its
+        rows of W^Q, W^K, W^V (weights and biases) and its columns of W^O: 4 * d_model * hs + 3 * hs parameters
+        (with biases and kv_dim = d_model). The output is what it was with ξ_h = 0 (Michel et al. 2019, §4.3: a
+        pruned head saves its time and memory). ``head_mask`` keeps the entries of the heads left. With every head
+        pruned, the output is out_proj's bias (zeros without one) at every position.
+        """
+        heads = [int(h) for h in heads]
+        n_original = len(self.kept_heads) + len(self.pruned_heads)
+        unknown = [h for h in heads if not 0 <= h < n_original]
+        if unknown:
+            raise ValueError(
+                f"heads {unknown} do not exist: this layer had {n_original} heads, 0..{n_original - 1} "
+                "(original indices, whether pruned since or not)"
+            )
+        removed = sorted(set(heads) & set(self.kept_heads))
+        if not removed:
+            return []
+        device, hs = self.q_proj.weight.device, self.head_size
+        keep = [i for i, h in enumerate(self.kept_heads) if h not in removed]  # the heads left, by current position
+        keep = torch.tensor(keep, dtype=torch.long, device=device)
+        features = (keep[:, None] * hs + torch.arange(hs, device=device)).flatten()  # head i: i*hs .. (i+1)*hs - 1
+        for projection in (self.q_proj, self.k_proj, self.v_proj):
+            _keep_features(projection, features, dim=0)  # (nh * hs, d) -> (nh' * hs, d)
+        _keep_features(self.out_proj, features, dim=1)  # (C, nh * hs) -> (C, nh' * hs)
+        if self.head_mask is not None:
+            self.head_mask = self.head_mask[keep.to(self.head_mask.device)]
+        self.kept_heads = [self.kept_heads[i] for i in keep.tolist()]
+        self.pruned_heads = sorted(self.pruned_heads + removed)
+        self.n_heads = len(self.kept_heads)
+        return removed
+
+    def _mask_heads(self, y: Tensor) -> Tensor:
+        """ξ_h Att_h(x): the heads' outputs (B, nh, Tq, hs) times ``head_mask`` (nh,)."""
+        if self.head_mask.shape != (self.n_heads,):
+            raise ValueError(
+                f"head_mask must have one entry per head, shape ({self.n_heads},), got {tuple(self.head_mask.shape)}"
+                " (after prune_heads, index the mask with kept_heads)"
+            )
+        return y * self.head_mask.to(y)[:, None, None]  # (B, nh, Tq, hs) * (nh, 1, 1)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape
@@ -275,12 +351,18 @@ class MultiHeadAttention(nn.Module):
             k, v = self._keys_values(context)  # (B, nh, Tk, hs)
             if cache is not None:
                 cache.append(k, v)
-        dropout_p = self.dropout if self.training else 0.0
-        args = dict(mask=mask, bias=bias, dropout_p=dropout_p, scale=self.scale, is_causal=is_causal)
-        if need_weights or not self.fused:
-            y, weights = scaled_dot_product_attention_reference(q, k, v, **args)
+        if self.n_heads == 0:  # every head pruned: nothing to attend with (the cache still counts the positions)
+            y, weights = q, q.new_zeros(B, 0, T, k.size(-2))  # (B, 0, Tq, hs), (B, 0, Tq, Tk)
         else:
-            y = scaled_dot_product_attention(q, k, v, **args)
-        y = y.transpose(1, 2).contiguous().view(B, T, -1)  # concatenate heads: (B, nh, Tq, hs) -> (B, Tq, nh * hs)
-        out = self.out_proj(y)
+            dropout_p = self.dropout if self.training else 0.0
+            args = dict(mask=mask, bias=bias, dropout_p=dropout_p, scale=self.scale, is_causal=is_causal)
+            if need_weights or not self.fused:
+                y, weights = scaled_dot_product_attention_reference(q, k, v, **args)
+            else:
+                y = scaled_dot_product_attention(q, k, v, **args)
+        if self.head_mask is not None:
+            y = self._mask_heads(y)
+        # concatenate heads: (B, nh, Tq, hs) -> (B, Tq, nh * hs); the width is explicit, as it may be 0
+        y = y.transpose(1, 2).contiguous().view(B, T, self.n_heads * self.head_size)
+        out = self.out_proj(y)  # with no head left, a product over 0 columns: out_proj's bias (or 0) everywhere
         return (out, weights) if need_weights else out
