@@ -5,6 +5,7 @@ forcing, features, generation) is :mod:`minilm.models.encoder_decoder`; checkpoi
 from .albert import ALBERT_PRESETS, Albert, AlbertConfig, albert_config
 from .bart import BART_PRESETS, Bart, BartConfig, bart_config
 from .bert import BERT_PRESETS, Bert, BertConfig, RobertaConfig
+from .distilbert import DISTILBERT_PRESETS, DistilBert, DistilBertConfig, distilbert_config, student_from_teacher
 from .electra import ELECTRA_PRESETS, Electra, ElectraConfig, ElectraPretraining, electra_config, generator_config
 from .gpt import GPT, GPT_PRESETS, GPTConfig, gpt_config
 from .hf import from_pretrained
@@ -15,6 +16,7 @@ __all__ = [
     "ALBERT_PRESETS",
     "BART_PRESETS",
     "BERT_PRESETS",
+    "DISTILBERT_PRESETS",
     "ELECTRA_PRESETS",
     "GPT",
     "GPT_PRESETS",
@@ -28,6 +30,8 @@ __all__ = [
     "BartConfig",
     "Bert",
     "BertConfig",
+    "DistilBert",
+    "DistilBertConfig",
     "Electra",
     "ElectraConfig",
     "ElectraPretraining",
@@ -38,9 +42,11 @@ __all__ = [
     "TransformerConfig",
     "albert_config",
     "bart_config",
+    "distilbert_config",
     "electra_config",
     "from_pretrained",
     "generator_config",
     "gpt_config",
+    "student_from_teacher",
     "t5_config",
 ]

@@ -7,8 +7,8 @@
 :mod:`.folder` reads and writes the files, :mod:`.convert` does what every family shares (config checks, name
 tables read both ways, tied weights, name and shape checks), and each family's module holds only its own facts:
 :mod:`.gpt2`, :mod:`.openai_gpt` (GPT-1), :mod:`.bert`, :mod:`.roberta`, :mod:`.albert`, :mod:`.electra`,
-:mod:`.bart`, :mod:`.t5`. A new family is a new module and an entry in :data:`CONVERTERS`. The converters import the
-model files, never the other way: model classes reach this package by name when called
+:mod:`.bart`, :mod:`.t5`, :mod:`.distilbert`. A new family is a new module and an entry in :data:`CONVERTERS`. The
+converters import the model files, never the other way: model classes reach this package by name when called
 (:class:`minilm.models.pretrained.PretrainedMixin`).
 """
 
@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from minilm.files import CheckpointError
-from minilm.models.hf import albert, bart, bert, electra, gpt2, openai_gpt, roberta, t5
+from minilm.models.hf import albert, bart, bert, distilbert, electra, gpt2, openai_gpt, roberta, t5
 from minilm.models.hf.convert import Converter, check_model_type, load_converted, normalise, to_hf, to_minilm
 from minilm.models.hf.folder import (
     CONFIG_NAME,
@@ -37,7 +37,8 @@ from minilm.models.pretrained import check_vocabulary
 
 # model_type -> its converter
 CONVERTERS: dict[str, Converter] = {
-    module.MODEL_TYPE: module.CONVERTER for module in (gpt2, openai_gpt, bert, roberta, albert, electra, bart, t5)
+    module.MODEL_TYPE: module.CONVERTER
+    for module in (gpt2, openai_gpt, bert, roberta, albert, electra, bart, t5, distilbert)
 }
 
 __all__ = [
