@@ -1,11 +1,13 @@
 """Pretraining objectives as pure functions: corrupt a batch, compute a loss, build inputs from documents. No model
 knowledge. Modules: ``causal_lm``, ``bilm``, ``mlm``, ``nsp``, ``sop``, ``rtd`` (ELECTRA's replaced-token detection
-and its ablations), ``span_corruption`` (T5's span corruption and the T5 paper's other denoising objectives);
+and its ablations), ``span_corruption`` (T5's span corruption and the T5 paper's other denoising objectives),
+``distillation`` (DistilBERT's soft-target, MLM and cosine losses: a student learning from a teacher's outputs);
 ``segments`` (templates, segment and sentence pairs and their classifier's loss, shared by pair objectives),
 ``formats`` (RoBERTa's input formats, with NSP or SOP labels), ``labels`` (the ignored label)."""
 
 from .bilm import bilm_loss, bilm_loss_from_states
 from .causal_lm import causal_lm_loss, causal_lm_loss_from_states, language_model_blocks
+from .distillation import distillation_loss, hidden_cosine_loss, soft_target_loss
 from .formats import (
     FORMATS,
     PAIR_FORMATS,
@@ -75,9 +77,11 @@ __all__ = [
     "causal_lm_loss",
     "causal_lm_loss_from_states",
     "copy_mlm_loss",
+    "distillation_loss",
     "doc_sentences",
     "drop_corrupted_tokens",
     "full_sentences",
+    "hidden_cosine_loss",
     "iid_noise_mask",
     "is_word_start",
     "language_model_blocks",
@@ -102,6 +106,7 @@ __all__ = [
     "sample_replacements",
     "segment_pair",
     "segment_pairs",
+    "soft_target_loss",
     "sentence_pair",
     "sentence_pairs",
     "sop_loss",
