@@ -48,7 +48,7 @@ def test_the_registry_imports_the_recipes_on_first_use_only():
 
 def test_every_built_in_declares_its_kind_and_objectives_their_counts():
     kinds = {name: entry.kind for name, entry in registry.models().items()}
-    encoders = ("bert", "roberta", "albert", "electra")
+    encoders = ("bert", "roberta", "albert", "electra", "distilbert")
     assert kinds.pop("bart") == kinds.pop("t5") == "encoder-decoder"
     assert kinds == {"gpt": "decoder", "elmo": "decoder", **{name: "encoder" for name in encoders}}
     perplexity = {name: entry.perplexity for name, entry in registry.objectives().items()}
@@ -57,6 +57,7 @@ def test_every_built_in_declares_its_kind_and_objectives_their_counts():
         **{"rtd": "generator", "rtd_15": "generator", "replace_mlm": "mlm", "all_tokens_mlm": "generator"},
         "denoise": True,
         "span_corruption": True,
+        "distill": "mlm",
     }
     assert all(entry.counts is not None for entry in registry.objectives().values())
     with pytest.raises(ConfigError, match="model 'x' kind='seq2seq' is not one of encoder, decoder, encoder-decoder"):

@@ -91,7 +91,7 @@ def test_a_toml_config_with_overrides(tmp_path, capsys):
         (
             ["format=segment_pair"],
             "format= is a setting of objective mlm, mlm+nsp, mlm+sop, rtd, rtd_15, replace_mlm, all_tokens_mlm, "
-            "not of clm (it takes no settings)",
+            "distill, not of clm (it takes no settings)",
         ),
         (["objective.format=doc"], "objective 'clm' takes no settings: objective.format has nothing to set (format is"),
         (["--model", "bert", "--objective", "mlm", "whole_word=maybe"], "objective key 'whole_word' expects bool"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,17 +133,26 @@ def split_documents(docs, fraction: float) -> tuple[list, list]:
 
 
 def build_tokenizer(
-    job: PretrainConfig, family: str, train_texts: list[str], run_dir: Path | None, resume: bool = False
+    job: PretrainConfig,
+    family: str,
+    train_texts: list[str],
+    run_dir: Path | None,
+    resume: bool = False,
+    given: Callable[[], object] | None = None,
 ):
-    """The run's tokenizer: a resumed run's own (``run_dir/tokenizer``); else one trained on ``train_texts`` and
-    saved there by the main process alone. Every process of a new run trains its own (training is reproducible
-    across processes) and never reads the folder, which the main process may be writing at that moment."""
+    """The run's tokenizer: a resumed run's own (``run_dir/tokenizer``); else ``given()`` when the objective brings
+    one (a teacher's vocabulary), or one trained on ``train_texts``; saved there by the main process alone. Every
+    process of a new run makes its own (training is reproducible across processes) and never reads the folder, which
+    the main process may be writing at that moment."""
     from minilm.tokenizers import Tokenizer, train_tokenizer
 
     saved = run_dir / "tokenizer" if run_dir is not None else None
     if resume and saved is not None and saved.exists():
         return Tokenizer.load(saved)
-    tokenizer = train_tokenizer(train_texts, family=family, vocab_size=job.vocab_size)
+    if given is not None:
+        tokenizer = given()
+    else:
+        tokenizer = train_tokenizer(train_texts, family=family, vocab_size=job.vocab_size)
     if saved is not None and is_main_process():
         saved.parent.mkdir(parents=True, exist_ok=True)
         tokenizer.save(saved)
@@ -169,7 +179,8 @@ def check_job(job: PretrainConfig, train: TrainConfig, model_overrides: dict, ob
     """Every setting checked before any data is read or any time spent: the device exists here, the vocabulary
     holds the tokenizer family's special tokens and alphabet, the model's config (heads, sizes) and seq_len fit."""
     resolve_device(train.device)
-    registry.check_vocab_size(get_model(job.model), job.vocab_size)
+    if objective.tokenizer is None:  # an objective that brings its tokenizer brings its vocabulary size too
+        registry.check_vocab_size(get_model(job.model), job.vocab_size)
     job_model_config(job, model_overrides, job.vocab_size, needed_settings(get_model(job.model), objective))
 
 
@@ -205,7 +216,8 @@ def run(
     train_docs, val_docs = split_documents(docs, job.validation_fraction)
     if not train_docs:
         raise ConfigError(f"corpus {job.corpus!r} is empty: it holds no text to train on")
-    tokenizer = build_tokenizer(job, entry.tokenizer_family, [d.text for d in train_docs], run_dir, bool(resume))
+    given = (lambda: objective.tokenizer(settings)) if objective.tokenizer is not None else None
+    tokenizer = build_tokenizer(job, entry.tokenizer_family, [d.text for d in train_docs], run_dir, bool(resume), given)
     try:
         train_examples, collate = objective.prepare(train_docs, tokenizer, job, settings)
         val_examples, val_collate = (None, None)

@@ -50,6 +50,7 @@ RECIPES = (
     "minilm.recipes.electra",
     "minilm.recipes.bart",
     "minilm.recipes.t5",
+    "minilm.recipes.distilbert",
 )
 KINDS = ("encoder", "decoder", "encoder-decoder")
 
@@ -98,6 +99,9 @@ class ObjectiveEntry:
     unwrap: Callable[[nn.Module], nn.Module] | None = None  # trained module -> the body fine-tuning reads; None: it
     description: str = ""
     model_settings: dict = field(default_factory=dict)  # model config values it needs (e.g. an NSP head or not)
+    # settings -> the tokenizer the objective brings (distillation: the teacher's vocabulary), used instead of one
+    # trained on the corpus; None: the run trains its own
+    tokenizer: Callable | None = None
 
     def wrap_model(self, model: nn.Module, model_config, settings, tokenizer) -> nn.Module:
         """The module this objective trains for ``model``: the model itself, or a composite holding it."""
