@@ -9,7 +9,7 @@ vectors from `minilm.analysis.probing.word_layer_vectors` (a word's first sub-wo
 measures those of `minilm.analysis.representations.contextuality_by_layer`: anisotropy, self-similarity and
 intra-sentence similarity (raw and adjusted for anisotropy), MEV, stopwords vs content words.
 
-    nice -n 5 python experiments/ch09_contextuality.py    # about 15 minutes on a shared 2-core CPU
+    nice -n 5 python experiments/ch09_contextuality.py    # about 15 minutes on a shared 2-core CPU (ELMo's LSTMs take half of it)
 
 Writes experiments/results/ch09_contextuality.json (read by chapters/09_bertology.py).
 """
@@ -55,7 +55,7 @@ def measure(model, tokenizer, sentences: list[list[str]]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=1000, help="pretraining steps of each course model")
+    parser.add_argument("--steps", type=int, default=400, help="pretraining steps of each course model")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     begin()
