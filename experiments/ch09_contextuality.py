@@ -9,7 +9,7 @@ vectors from `minilm.analysis.probing.word_layer_vectors` (a word's first sub-wo
 measures those of `minilm.analysis.representations.contextuality_by_layer`: anisotropy, self-similarity and
 intra-sentence similarity (raw and adjusted for anisotropy), MEV, stopwords vs content words.
 
-    nice -n 5 python experiments/ch09_contextuality.py    # about 15 minutes on a shared 2-core CPU (ELMo's LSTMs take half of it)
+    nice -n 5 python experiments/ch09_contextuality.py    # 20 minutes on a shared 2-core CPU, half of it ELMo's
 
 Writes experiments/results/ch09_contextuality.json (read by chapters/09_bertology.py).
 """

