@@ -22,6 +22,7 @@ from minilm.analysis.attention import (
     token_categories,
     value_outputs,
 )
+from minilm.analysis.pruning import prune_heads
 from minilm.models.albert import Albert, AlbertConfig
 from minilm.models.bert import Bert, BertConfig
 from minilm.nn import padding_mask
@@ -146,6 +147,15 @@ def test_attention_maps_are_the_features_attentions_stacked():
     assert torch.allclose(A.sum(-1), torch.ones(()))
     stacked, listed = head_statistics(A, {}, mask), head_statistics(expected, {}, mask)  # a tuple of layers too
     assert torch.equal(stacked.entropy, listed.entropy)
+
+
+def test_an_unevenly_pruned_model_is_refused_with_the_way_out():
+    model = Bert(TINY).eval()
+    prune_heads(model, {0: [1]})  # layer 0 keeps 1 head, layer 1 both
+    with pytest.raises(ValueError, match=r"different numbers of heads \(1, 2\) after pruning.*head_mask"):
+        attention_maps(model, torch.randint(5, 50, (1, 6)))
+    prune_heads(model, {1: [0]})  # evenly pruned again: one head in each layer, the maps stack
+    assert attention_maps(model, torch.randint(5, 50, (1, 6))).shape == (2, 1, 1, 6, 6)
 
 
 def test_a_model_without_attention_weights_is_named():

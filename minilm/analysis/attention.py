@@ -61,6 +61,13 @@ def attention_maps(
             "use an encoder such as Bert, Albert or Electra"
         )
     out = features(input_ids, attention_mask=attention_mask, output_attentions=True, **features_kwargs)
+    heads = [a.size(1) for a in out.attentions]
+    if len(set(heads)) > 1:  # a model whose heads were really removed, unevenly (minilm.analysis.pruning)
+        raise ValueError(
+            f"the layers have different numbers of heads ({', '.join(map(str, heads))}) after pruning, so their maps "
+            "do not stack into one (L, B, nh, T, T) tensor: read model.features(..., output_attentions=True)"
+            ".attentions layer by layer, or mask the heads (minilm.analysis.pruning.head_mask) instead of removing them"
+        )
     return torch.stack(out.attentions)  # L x (B, nh, T, T) -> (L, B, nh, T, T)
 
 
