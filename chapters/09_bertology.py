@@ -768,7 +768,8 @@ print(
 # kept (performance), how much faster (speed-up). Our rows come from the record above, and ALBERT-style sharing from
 # Chapter 5's record (all layers shared against none, at $E = 128$; its "performance" is the ratio of held-out MLM
 # perplexities, since Chapter 5's miniatures do no better than chance on SST-2; sharing computes as much as before,
-# so no speed-up). Beside them, the survey's rows:
+# so no speed-up). Beside them, the survey's rows (`minilm.analysis.compression.SURVEY_ROWS`, whose comment says which
+# of their numbers were checked against the original papers and which are quoted unchecked):
 
 # %%
 albert_runs = recorded_results("ch05_albert").results["runs"]
