@@ -10,7 +10,8 @@ picks one and feeds it back:
         top-p:  keep the smallest set of most likely tokens whose probability adds up to at least p, "nucleus
                 sampling" (Holtzman et al. 2020): few tokens where the model is sure, many where it is not.
     Filters set the logits of the tokens they drop to -inf, so softmax gives them probability 0. They apply in
-    the order temperature, top-k, top-p (as in Hugging Face transformers).
+    the order temperature, top-k, top-p (as in Hugging Face transformers); :func:`filter_logits` returns the
+    filtered logits, whose softmax is the distribution a draw comes from.
 
 Greedy is its own switch rather than "temperature 0": the limit T -> 0 of sampling is greedy, but dividing by 0 is
 not, and a temperature <= 0 is rejected as the mistake it usually is.
@@ -113,6 +114,20 @@ def top_p_filter(logits: Tensor, p: float) -> Tensor:
     return logits.masked_fill(drop, float("-inf"))
 
 
+def filter_logits(
+    logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None
+) -> Tensor:
+    """The logits sampling draws from, (..., V) float32: logits / temperature, then top-k, then top-p (None: no
+    filter), the dropped tokens at -inf. Its softmax is the distribution :func:`sample_next` samples from."""
+    check_sampling_args(temperature, top_k, top_p)
+    logits = apply_temperature(logits.float(), temperature)
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None:
+        logits = top_p_filter(logits, top_p)
+    return logits
+
+
 def sample_next(
     logits: Tensor,
     do_sample: bool = True,
@@ -121,16 +136,12 @@ def sample_next(
     top_p: float | None = None,
     generator: torch.Generator | None = None,
 ) -> Tensor:
-    """Next-token logits (B, V) -> token ids (B,): argmax, or a draw after temperature, top-k and top-p."""
+    """Next-token logits (B, V) -> token ids (B,): argmax, or a draw from softmax(:func:`filter_logits`)."""
     check_sampling_args(temperature, top_k, top_p)
     if not do_sample:
         return logits.argmax(-1)
-    logits = apply_temperature(logits.float(), temperature)
-    if top_k is not None:
-        logits = top_k_filter(logits, top_k)
-    if top_p is not None:
-        logits = top_p_filter(logits, top_p)
-    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
+    probs = F.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
 def check_prompt(input_ids: Tensor, attention_mask: Tensor | None = None) -> None:

@@ -9,6 +9,7 @@ import torch
 from minilm.generation import (
     apply_temperature,
     continuation_log_prob,
+    filter_logits,
     generate,
     sample_next,
     top_k_filter,
@@ -71,6 +72,27 @@ def test_temperature_sharpens_or_flattens():
     assert torch.allclose(apply_temperature(logits, 2.0), logits / 2)
     sharp = sample_next(logits, temperature=1e-3, generator=torch.Generator().manual_seed(0))
     assert sharp.tolist() == logits.argmax(-1).tolist()
+
+
+def test_filter_logits_is_the_distribution_sampling_draws_from():
+    logits = distribution()
+    by_hand = top_p_filter(top_k_filter(logits / 0.5, 3), 0.8)  # temperature, then top-k, then top-p
+    assert torch.equal(filter_logits(logits, temperature=0.5, top_k=3, top_p=0.8), by_hand)
+    assert kept(by_hand) == [{0, 1}, {3, 0}]  # at T = 0.5 the top token holds 0.5² / Σ p² = 0.68 < 0.8: two kept
+    assert torch.equal(filter_logits(logits), logits)  # no filter: the logits as they are (float32)
+    probs = filter_logits(logits, top_k=2).softmax(-1)
+    assert torch.allclose(probs[0], torch.tensor([0.5, 0.3, 0.0, 0.0]) / 0.8)  # renormalised over the kept two
+    # sample_next draws from softmax(filter_logits): same generator state, same tokens; frequencies match it
+    many = logits[1:].expand(20_000, -1)
+    draws = sample_next(many, temperature=0.7, top_p=0.9, generator=torch.Generator().manual_seed(0))
+    expected = filter_logits(logits[1], temperature=0.7, top_p=0.9).softmax(-1)
+    frequencies = torch.bincount(draws, minlength=4) / len(draws)
+    assert torch.allclose(frequencies, expected, atol=0.01)
+    assert set(draws.tolist()) == {3, 0, 2}  # at T = 0.7 the top two hold 0.87 < 0.9: the least likely (1) never drawn
+    again = torch.multinomial(
+        filter_logits(many, 0.7, None, 0.9).softmax(-1), 1, generator=torch.Generator().manual_seed(0)
+    ).squeeze(-1)
+    assert torch.equal(draws, again)
 
 
 @pytest.mark.parametrize(
