@@ -1,4 +1,4 @@
-"""Interactive explorers for the chapters, and the static figures readers without a running kernel see.
+"""The attention explorer: a layer and a head slider over attention maps, and static maps and grids.
 
     explorer = attention_explorer(A, tokens, index=0)   # A (L, B, nh, T, T): a layer and a head slider over a map
     explorer                                             # shown in a notebook (its cell under # NBVAL_IGNORE_OUTPUT)
@@ -13,7 +13,6 @@ manager beyond ipywidgets' own, and tests can move its sliders and read what it 
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable, Sequence
 
 import ipywidgets as widgets
@@ -22,14 +21,12 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 
-
-def _numpy(x) -> np.ndarray:
-    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
+from ._figure import numpy_array, show
 
 
 def _per_sequence(attentions, index: int) -> np.ndarray:
     """(L, nh, T, T) maps as numpy: given as such, or sequence ``index`` of (L, B, nh, T, T)."""
-    maps = _numpy(attentions)
+    maps = numpy_array(attentions)
     if maps.ndim == 5:
         maps = maps[:, index]
     if maps.ndim != 4 or maps.shape[-1] != maps.shape[-2]:
@@ -59,7 +56,7 @@ def plot_attention(
     entries (effective attention can have them) on a diverging scale symmetric about 0. ``labels``: the tokens on both
     axes. Returns the image (``image.get_array()`` is the map drawn).
     """
-    W = _numpy(weights).astype(float)
+    W = numpy_array(weights).astype(float)
     if W.ndim != 2 or W.shape[0] != W.shape[1]:
         raise ValueError(f"weights must be one (T, T) map, got shape {tuple(W.shape)}")
     _check_tokens(tokens, W.shape[0])
@@ -134,10 +131,7 @@ class AttentionExplorer(widgets.VBox):
         self.axes.clear()
         title = f"{self.name}: layer {self.layer.value}, head {self.head.value}"
         self._shown = plot_attention(self.axes, self.maps[self.layer.value, self.head.value], self.tokens, title)
-        self.figure.tight_layout()
-        png = io.BytesIO()
-        self.figure.savefig(png, format="png", dpi=80)
-        self.image.value = png.getvalue()
+        show(self.figure, self.image)
 
     def current(self) -> np.ndarray:
         """The (T, T) map on show."""
