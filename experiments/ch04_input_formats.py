@@ -48,7 +48,7 @@ from minilm.train.pretrain import (  # noqa: E402
     run_config,
     split_documents,
 )
-from minilm.train.registry import get_objective, objective_config  # noqa: E402
+from minilm.train.registry import get_model, get_objective, needed_settings, objective_config  # noqa: E402
 from minilm.train.trainer import TrainConfig, Trainer  # noqa: E402
 from minilm.utils import reproducible, seed_all  # noqa: E402
 
@@ -77,7 +77,9 @@ def mlm_loss_on(model, examples, collate, batch_size: int = 64) -> float:
     return total / len(examples)
 
 
-def pretrain(row, fmt, objective, docs, tokenizer, held_out, steps, run_dir: Path) -> dict:
+def pretrain(row, fmt, objective, docs, tokenizer, held_out, steps, run_dir: Path, more_held_out=None) -> dict:
+    """Pretrain one row from the shared initial weights; score it on ``held_out`` (and on each of ``more_held_out``,
+    name -> (examples, collate), as ``held_out_mlm_loss_<name>``)."""
     job = PretrainConfig(model="bert", objective=objective, corpus="wikitext", seq_len=SEQ_LEN)
     entry = get_objective(objective, "bert")
     settings = objective_config(entry, {"format": fmt})
@@ -89,7 +91,7 @@ def pretrain(row, fmt, objective, docs, tokenizer, held_out, steps, run_dir: Pat
         run_dir=str(run_dir), progress=False,
     )  # fmt: skip
     seed_all(train.seed)  # the same initial weights for every format
-    model, config = build_model(job, MODEL, tokenizer, entry.model_settings)
+    model, config = build_model(job, MODEL, tokenizer, needed_settings(get_model(job.model), entry))
     recorded = run_config(job, config, settings)  # what minilm.finetune's --pretrained reads back
     trainer = Trainer(model, entry.loss, examples, train, collate=collate, run_config=recorded)
     tokenizer.save(run_dir / TOKENIZER_DIR)  # where minilm.finetune looks for a pretraining run's tokenizer
@@ -109,6 +111,7 @@ def pretrain(row, fmt, objective, docs, tokenizer, held_out, steps, run_dir: Pat
         "first_train_loss": train_losses[0],
         "last_train_loss": train_losses[-1],
         "held_out_mlm_loss": mlm_loss_on(model, *held_out),
+        **{f"held_out_mlm_loss_{name}": mlm_loss_on(model, *data) for name, data in (more_held_out or {}).items()},
         "pretrain_seconds": round(seconds, 1),
     }
 
