@@ -137,10 +137,10 @@ def sample_next(
     generator: torch.Generator | None = None,
 ) -> Tensor:
     """Next-token logits (B, V) -> token ids (B,): argmax, or a draw from softmax(:func:`filter_logits`)."""
-    check_sampling_args(temperature, top_k, top_p)
     if not do_sample:
+        check_sampling_args(temperature, top_k, top_p)  # a bad setting is an error even where greedy ignores it
         return logits.argmax(-1)
-    probs = F.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
+    probs = F.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)  # filter_logits checks them
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
