@@ -21,18 +21,25 @@ Commands (``python -m minilm.labs --help``)::
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import json
 import re
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION[^\n]*\n.*?^[ \t]*### END SOLUTION[^\n]*(\n|$)", re.M | re.S)
 HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[^\n]*\n.*?^[ \t]*### END HIDDEN TESTS[^\n]*(\n|$)", re.M | re.S)
 MARKDOWN_ANSWER = "YOUR ANSWER HERE\n"
 LABS_DIR = Path(__file__).resolve().parents[1] / "labs"
+MISTAKE_ERRORS = ("AssertionError", "RuntimeError")  # how a known-wrong answer may fail unless it says otherwise
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -55,6 +62,50 @@ def is_graded(cell) -> bool:
 
 def _points(cell) -> float:
     return float(_grade_meta(cell).get("points", 1))
+
+
+def is_solution(cell) -> bool:
+    """A cell the student writes: it holds a solution region (or nbgrader calls it a solution cell)."""
+    return bool(_grade_meta(cell).get("solution")) or bool(SOLUTION.search(cell.source))
+
+
+def _defined_names(cells) -> set[str]:
+    """The top-level names the cells define (functions, classes, variables): what a student's answer provides."""
+    names = set()
+    for cell in cells:
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
+def _used_names(source: str) -> set[str]:
+    try:
+        return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    except SyntaxError:
+        return set()
+
+
+def setup_sources(lab_nb) -> set[str]:
+    """The lab's set-up cells: code the student neither writes nor runs. A cell is set-up unless it holds a solution
+    region, is graded, or uses a name that such a cell (or a cell depending on one) defines. If a set-up cell fails,
+    the questions below it cannot run, whoever submitted."""
+    dependent, sources = set(), set()
+    for cell in lab_nb.cells:
+        if cell.cell_type != "code" or not cell.source.strip():
+            continue
+        if is_graded(cell) or is_solution(cell) or _used_names(cell.source) & dependent:
+            dependent |= _defined_names([cell])
+        else:
+            sources.add(cell.source.strip())
+    return sources
 
 
 # ---------------------------------------------------------------------------------------------- build
@@ -117,6 +168,7 @@ class GradeReport:
     submission: str
     results: list[QuestionResult]
     note: str = ""
+    setup_error: str = ""  # "set-up cell N failed: ..." when a cell of the lab's own set-up failed
 
     @property
     def earned(self) -> float:
@@ -129,6 +181,8 @@ class GradeReport:
     def format(self) -> str:
         width = max([len(r.grade_id) for r in self.results] + [8])
         lines = [f"Grade report for {self.submission}"]
+        if self.setup_error:
+            lines.append(f"error: {self.setup_error}")
         if self.note:
             lines.append(f"note: {self.note}")
         lines.append(f"{'question':<{width}}  points  status")
@@ -168,20 +222,26 @@ def _execute(nb, cwd: Path, timeout: int):
     """Run every cell, carrying on after errors; interrupt a cell that runs past ``timeout`` seconds."""
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
+    from traitlets.config import Config
 
-    client = NotebookClient(
-        nb,
-        timeout=timeout,
-        allow_errors=True,
-        interrupt_on_timeout=True,
-        kernel_name="python3",
-        record_timing=False,
-        resources={"metadata": {"path": str(cwd)}},
-    )
-    try:
-        client.execute()
-    except DeadKernelError as err:
-        return f"the kernel died ({err}); cells after it were not run"
+    with tempfile.TemporaryDirectory(prefix="minilm-kernel-") as sockets:
+        client = NotebookClient(
+            nb,
+            timeout=timeout,
+            allow_errors=True,
+            interrupt_on_timeout=True,
+            kernel_name="python3",
+            record_timing=False,
+            resources={"metadata": {"path": str(cwd)}},
+            # IPC sockets (files only this user can open; an absolute path, as the kernel runs in ``cwd``) instead of
+            # TCP on localhost: the kernel then has no reason to warn "Kernel is running over TCP without encryption"
+            # on every grade, and its other messages still show.
+            config=Config({"KernelManager": {"transport": "ipc", "ip": str(Path(sockets) / "kernel")}}),
+        )
+        try:
+            client.execute()
+        except DeadKernelError as err:
+            return f"the kernel died ({err}); cells after it were not run"
     return ""
 
 
@@ -199,6 +259,16 @@ def grade(lab: str | Path, submission: str | Path, timeout: int = 120) -> GradeR
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     note = _execute(merged, Path(lab).resolve().parent, timeout)
+    setup = setup_sources(lab_nb)
+    setup_error = ""
+    for i, cell in enumerate(merged.cells):
+        error = _error_summary(cell) if cell.cell_type == "code" and cell.source.strip() in setup else None
+        if error:
+            first_line = cell.source.strip().splitlines()[0][:60]
+            setup_error = (
+                f"set-up cell {i + 1} ({first_line!r}) failed: {error[:200]} — the questions below could not run"
+            )
+            break
     results = []
     by_id = {_grade_meta(c).get("grade_id"): c for c in merged.cells if is_graded(c)}
     for question in questions:
@@ -214,7 +284,7 @@ def grade(lab: str | Path, submission: str | Path, timeout: int = 120) -> GradeR
         else:
             status = f"failed: {error[:120]}"
         results.append(QuestionResult(grade_id, points, points if status == "passed" else 0.0, status))
-    return GradeReport(str(submission), results, note=note)
+    return GradeReport(str(submission), results, note=note, setup_error=setup_error)
 
 
 # ---------------------------------------------------------------------------------------------- check
@@ -231,6 +301,105 @@ def check(lab: str | Path, timeout: int = 120) -> tuple[GradeReport, GradeReport
         solved = grade(lab, lab, timeout)
         untouched = grade(lab, student, timeout)
     return solved, untouched
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known-wrong answer: the lab's solution with ``right`` (found exactly once in the lab's .py) replaced by
+    ``wrong``. Graded, it must score 0 on exactly the questions ``breaks`` and keep every other question's points,
+    each broken question failing with one of ``errors`` (a test's assertion, or the mistake's own crash; not a typo's
+    NameError or SyntaxError)."""
+
+    name: str
+    right: str
+    wrong: str
+    breaks: frozenset[str]
+    errors: tuple[str, ...] = MISTAKE_ERRORS
+
+
+def mistakes_file(lab: str | Path) -> Path:
+    """Where ``lab``'s known-wrong answers live: ``labs/mistakes/<lab name>.toml``."""
+    lab = Path(lab)
+    return lab.parent / "mistakes" / f"{lab.stem}.toml"
+
+
+def load_mistakes(lab: str | Path) -> list[Mistake]:
+    """``lab``'s known-wrong answers, from ``mistakes_file(lab)``: ``[[mistake]]`` tables with ``name``, ``right``,
+    ``wrong``, ``breaks`` (a list of grade_ids) and optionally ``errors``. No file: no mistakes."""
+    path = mistakes_file(lab)
+    if not path.exists():
+        return []
+    try:
+        entries = tomllib.loads(path.read_text())["mistake"]
+    except (tomllib.TOMLDecodeError, KeyError) as err:
+        raise ValueError(f"{path}: not a list of [[mistake]] tables ({err})") from err
+    mistakes, keys = [], {"name", "right", "wrong", "breaks", "errors"}
+    for i, entry in enumerate(entries):
+        missing, unknown = {"name", "right", "wrong", "breaks"} - set(entry), set(entry) - keys
+        if missing or unknown or not entry.get("breaks"):
+            raise ValueError(
+                f"{path}: mistake {i + 1} ({entry.get('name', '?')!r}) needs name, right, wrong and a non-empty "
+                f"breaks list (missing {sorted(missing)}, unknown {sorted(unknown)})"
+            )
+        errors = tuple(entry.get("errors", MISTAKE_ERRORS))
+        mistakes.append(Mistake(entry["name"], entry["right"], entry["wrong"], frozenset(entry["breaks"]), errors))
+    names = [m.name for m in mistakes]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{path}: two mistakes share a name; names must be unique")
+    return mistakes
+
+
+@dataclass
+class MistakeResult:
+    mistake: Mistake
+    ok: bool
+    summary: str
+    report: GradeReport | None = field(default=None, repr=False)
+
+
+def check_mistake(lab: str | Path, mistake: Mistake, timeout: int = 120) -> MistakeResult:
+    """Grade the solution with ``mistake`` put in; ok when it loses exactly the points of ``mistake.breaks``."""
+    lab = Path(lab).with_suffix(".py")
+    source = lab.read_text()
+    count = source.count(mistake.right)
+    if count != 1:
+        return MistakeResult(mistake, False, f"its right text occurs {count} times in {lab.name}, not once: update it")
+    questions = {_grade_meta(c)["grade_id"]: _points(c) for c in read_notebook(lab).cells if is_graded(c)}
+    if not mistake.breaks <= set(questions):
+        return MistakeResult(mistake, False, f"breaks unknown questions {sorted(mistake.breaks - set(questions))}")
+    with tempfile.TemporaryDirectory() as tmp:
+        submission = Path(tmp) / lab.name
+        submission.write_text(source.replace(mistake.right, mistake.wrong))
+        report = grade(lab, submission, timeout)
+    lost = {r.grade_id for r in report.results if r.earned == 0}
+    expected_loss = sum(questions[q] for q in mistake.breaks)
+    wrong_error = [
+        r.grade_id
+        for r in report.results
+        if r.grade_id in mistake.breaks and not r.status.startswith(tuple(f"failed: {e}" for e in mistake.errors))
+    ]
+    summary = f"loses {', '.join(sorted(lost)) or 'nothing'}: {report.earned:g}/{report.total:g}"
+    if report.setup_error or report.note:
+        return MistakeResult(mistake, False, f"{summary} ({report.setup_error or report.note})", report)
+    if lost != mistake.breaks or report.total - report.earned != expected_loss:
+        return MistakeResult(mistake, False, f"{summary}, expected to lose {', '.join(sorted(mistake.breaks))}", report)
+    if wrong_error:
+        return MistakeResult(
+            mistake, False, f"{summary}, but {wrong_error} failed on another error than {mistake.errors}", report
+        )
+    return MistakeResult(mistake, True, summary, report)
+
+
+def configure_nbgrader(c) -> None:
+    """Settings for nbgrader's own ``nbgrader_config.py`` (``configure_nbgrader(get_config())``): cells tagged
+    ``instructor`` are dropped from the released version, as ``build`` drops them."""
+    from nbconvert.preprocessors import TagRemovePreprocessor
+    from nbgrader.converters import GenerateAssignment
+
+    c.TagRemovePreprocessor.enabled = True
+    c.TagRemovePreprocessor.remove_cell_tags = {"instructor"}
+    default = GenerateAssignment.class_traits()["preprocessors"].default()
+    c.GenerateAssignment.preprocessors = [TagRemovePreprocessor, *default]
 
 
 # ---------------------------------------------------------------------------------------------- CLI
@@ -250,6 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     p_check = sub.add_parser("check", help="solution scores full marks, student version zero")
     p_check.add_argument("labs", nargs="*", help="labs to check (default: every labs/lab*.py)")
     p_check.add_argument("--timeout", type=int, default=120)
+    p_check.add_argument(
+        "--no-mistakes", action="store_true", help="skip the known-wrong answers of labs/mistakes/ (a quicker check)"
+    )
     args = parser.parse_args(argv)
 
     if args.command == "build":
@@ -261,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             payload = {**asdict(report), "earned": report.earned, "total": report.total}
             Path(args.json).write_text(json.dumps(payload, indent=2))
-        return 0
+        return 1 if report.setup_error else 0
     failures = 0
     for lab in args.labs or all_labs():
         solved, untouched = check(lab, args.timeout)
@@ -269,10 +441,23 @@ def main(argv: list[str] | None = None) -> int:
         failures += not ok
         print(
             f"{'ok  ' if ok else 'FAIL'} {lab}: solution {solved.earned:g}/{solved.total:g}, "
-            f"student version {untouched.earned:g}/{untouched.total:g}"
+            f"student version {untouched.earned:g}/{untouched.total:g}",
+            flush=True,
         )
         if not ok:
             print(solved.format(), untouched.format(), sep="\n")
+        if args.no_mistakes:
+            continue
+        mistakes = load_mistakes(lab)
+        if not mistakes:
+            failures += 1
+            print(f"FAIL {lab}: no known-wrong answers in {mistakes_file(lab)}")
+        for mistake in mistakes:
+            result = check_mistake(lab, mistake, args.timeout)
+            failures += not result.ok
+            print(f"  {'ok  ' if result.ok else 'FAIL'} mistake {mistake.name!r}: {result.summary}", flush=True)
+            if not result.ok and result.report is not None:
+                print(result.report.format())
     return 1 if failures else 0
 
 

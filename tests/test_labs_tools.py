@@ -1,6 +1,8 @@
 """The labs pipeline: student versions hide solutions and hidden tests; grading survives broken submissions."""
 
 import json
+import subprocess
+import sys
 import textwrap
 
 import jupytext
@@ -110,3 +112,93 @@ def test_grade_cli_prints_a_report_and_writes_json(lab, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "q1" in printed and "total" in printed and "3/3" in printed
     assert json.loads(out.read_text())["earned"] == 3
+
+
+def run_cli(*args, cwd):
+    """``python -m minilm.labs ARGS`` in a subprocess, as an instructor runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "minilm.labs", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
+
+
+def test_a_failing_set_up_cell_is_named_as_the_cause_and_grade_exits_non_zero(tmp_path):
+    # The set-up cell reads data that is not there: every question then fails with a NameError, the solution too.
+    text = LAB.replace("# %%\ndef double", '# %%\nfactor = int(open("no-such-data.txt").read())\n\n\n# %%\ndef double')
+    text = text.replace("return 2 * x", "return factor * x")
+    lab = tmp_path / "lab98_setup.py"
+    lab.write_text(text)
+    done = run_cli("grade", lab, lab, cwd=tmp_path)
+    assert done.returncode != 0, done.stdout
+    assert "set-up cell 2 ('factor = int(open(\"no-such-data.txt\").read())') failed: FileNotFoundError" in done.stdout
+    assert "the questions below could not run" in done.stdout
+    assert "0/3" in done.stdout
+
+
+def test_a_failing_solution_is_not_a_set_up_failure(lab, tmp_path):
+    # The student's own code crashing (in their cell, or in a demo cell that calls it) is graded, not an error.
+    text = LAB.replace("return 2 * x", 'return int(open("missing.txt").read())')
+    text = text.replace("# %% tags", "# %%\nprint(double(1))\n\n# %% tags")
+    submission = tmp_path / "sub.py"
+    submission.write_text(labs.strip_hidden_tests(text))
+    done = run_cli("grade", lab, submission, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "set-up" not in done.stdout and "FileNotFoundError" in done.stdout and "0/3" in done.stdout
+
+
+def test_grade_does_not_warn_about_the_kernel_transport(lab, tmp_path):
+    done = run_cli("grade", lab, lab, cwd=tmp_path)
+    assert done.returncode == 0 and "3/3" in done.stdout
+    assert "without encryption" not in done.stderr and "TCP" not in done.stderr, done.stderr
+
+
+def test_check_grades_each_known_wrong_answer(lab, tmp_path):
+    (tmp_path / "mistakes").mkdir()
+    mistakes = tmp_path / "mistakes" / "lab99_tiny.toml"
+    mistakes.write_text(
+        textwrap.dedent(
+            """\
+            [[mistake]]
+            name = "adds instead of doubling"
+            right = "return 2 * x"
+            wrong = "return 2 + x"
+            breaks = ["q1", "q2"]
+
+            [[mistake]]
+            name = "right only for positive numbers"
+            right = "return 2 * x"
+            wrong = "return abs(2 * x)"
+            breaks = ["q1"]
+            """
+        )
+    )
+    done = run_cli("check", lab, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout
+    assert "ok   " in done.stdout and "solution 3/3, student version 0/3" in done.stdout
+    assert "ok   mistake 'adds instead of doubling': loses q1, q2: 0/3" in done.stdout
+    assert "ok   mistake 'right only for positive numbers': loses q1: 1/3" in done.stdout
+
+    # a mistake the tests do not catch, one that costs another question than it claims, and one gone from the lab
+    mistakes.write_text(
+        mistakes.read_text().replace('breaks = ["q1", "q2"]', 'breaks = ["q2"]')
+        + '\n[[mistake]]\nname = "uncaught"\nright = "return 2 * x"\nwrong = "return x + x"\nbreaks = ["q1"]\n'
+        + '\n[[mistake]]\nname = "stale"\nright = "return 3 * x"\nwrong = "return x"\nbreaks = ["q1"]\n'
+    )
+    done = run_cli("check", lab, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "FAIL mistake 'adds instead of doubling': loses q1, q2: 0/3, expected to lose q2" in done.stdout
+    assert "FAIL mistake 'uncaught': loses nothing: 3/3, expected to lose q1" in done.stdout
+    assert "FAIL mistake 'stale': its right text occurs 0 times in lab99_tiny.py, not once" in done.stdout
+    assert "ok   mistake 'right only for positive numbers'" in done.stdout
+
+
+def test_check_fails_a_lab_without_known_wrong_answers(lab, tmp_path):
+    done = run_cli("check", lab, cwd=tmp_path)
+    assert done.returncode == 1 and "no known-wrong answers" in done.stdout
+    assert run_cli("check", "--no-mistakes", lab, cwd=tmp_path).returncode == 0
+
+
+def test_a_malformed_mistakes_file_gets_one_clear_message(lab, tmp_path):
+    (tmp_path / "mistakes").mkdir()
+    (tmp_path / "mistakes" / "lab99_tiny.toml").write_text('[[mistake]]\nname = "x"\nright = "a"\n')
+    with pytest.raises(ValueError, match="needs name, right, wrong and a non-empty breaks list"):
+        labs.load_mistakes(lab)
