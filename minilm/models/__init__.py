@@ -1,10 +1,12 @@
 """Model families, one file each, composed from :mod:`minilm.nn`; :func:`from_pretrained` loads a Hugging Face
-checkpoint of any family minilm converts (:mod:`minilm.models.hf`). What the encoder–decoders share (teacher
+checkpoint of any family minilm converts (:mod:`minilm.models.hf`); :func:`course_checkpoint`, the course's own
+pretrained GPT, BERT and ELMo (:mod:`minilm.models.course`). What the encoder–decoders share (teacher
 forcing, features, generation) is :mod:`minilm.models.encoder_decoder`; checkpoints, :mod:`minilm.models.pretrained`."""
 
 from .albert import ALBERT_PRESETS, Albert, AlbertConfig, albert_config
 from .bart import BART_PRESETS, Bart, BartConfig, bart_config
 from .bert import BERT_PRESETS, Bert, BertConfig, RobertaConfig
+from .course import COURSE_MODELS, CourseCheckpoint, course_checkpoint, course_run_dir
 from .distilbert import DISTILBERT_PRESETS, DistilBert, DistilBertConfig, distilbert_config, student_from_teacher
 from .electra import ELECTRA_PRESETS, Electra, ElectraConfig, ElectraPretraining, electra_config, generator_config
 from .gpt import GPT, GPT_PRESETS, GPTConfig, gpt_config
@@ -16,6 +18,7 @@ __all__ = [
     "ALBERT_PRESETS",
     "BART_PRESETS",
     "BERT_PRESETS",
+    "COURSE_MODELS",
     "DISTILBERT_PRESETS",
     "ELECTRA_PRESETS",
     "GPT",
@@ -30,6 +33,7 @@ __all__ = [
     "BartConfig",
     "Bert",
     "BertConfig",
+    "CourseCheckpoint",
     "DistilBert",
     "DistilBertConfig",
     "Electra",
@@ -42,6 +46,8 @@ __all__ = [
     "TransformerConfig",
     "albert_config",
     "bart_config",
+    "course_checkpoint",
+    "course_run_dir",
     "distilbert_config",
     "electra_config",
     "from_pretrained",

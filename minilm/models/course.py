@@ -1,0 +1,130 @@
+"""The course's own pretrained checkpoints: a small GPT, a BERT with its MLM head and an ELMo biLM, trained on the
+Gutenberg novels by ``experiments/course_checkpoints.py`` for longer than a notebook can, and committed under
+``checkpoints/course/<name>/``.
+
+    gpt = course_checkpoint("gpt")             # .model (in eval mode, float32), .tokenizer, .folder
+    ids = gpt.tokenizer.encode("It was", add_special_tokens=False)
+
+GPT and BERT are Hugging Face checkpoint folders (config.json + model.safetensors, stored in float16, and the
+tokenizer's tokenizer.json), so :func:`minilm.models.from_pretrained` and transformers read them too. ELMo has no
+Hugging Face model type: its folder holds minilm's own config.json (``model_type: minilm-elmo`` and the
+:class:`~minilm.models.elmo.ELMoConfig` fields) and model.safetensors (:func:`save_elmo`, :func:`load_elmo`). Each
+folder also keeps ``minilm_run.json``, the pretraining run's job, model and objective settings, from which
+:func:`course_run_dir` rebuilds a run directory that ``minilm.finetune`` (``pretrained=``) fine-tunes.
+
+The checkpoints are found like recorded results (:func:`minilm.analysis.recorded_results`): in the repository that
+holds the current folder, else in the one this ``minilm`` was imported from. Their record (command, commit, data,
+steps, validation perplexity, each file's sha256) is ``experiments/results/course_checkpoints.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+from safetensors.torch import load_file, save
+from torch import nn
+
+from minilm.files import CheckpointError, atomic_write_bytes, atomic_write_text
+from minilm.models.elmo import ELMo, ELMoConfig
+from minilm.models.hf import from_pretrained
+from minilm.tokenizers import Tokenizer
+
+COURSE_MODELS = ("gpt", "bert", "elmo")
+FOLDER = Path("checkpoints") / "course"  # relative to the repository root
+RUN_FILE = "minilm_run.json"  # the pretraining run's job, model and objective settings
+ELMO_MODEL_TYPE = "minilm-elmo"
+CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
+
+
+class CourseCheckpoint(NamedTuple):
+    model: nn.Module  # in eval mode
+    tokenizer: Tokenizer  # the one it was pretrained with
+    folder: Path
+
+
+def course_checkpoint_folder(name: str, start: str | Path | None = None) -> Path:
+    """``checkpoints/course/<name>`` of the repository that holds ``start`` (default: the current folder), else of
+    the repository this ``minilm`` was imported from."""
+    if name not in COURSE_MODELS:
+        raise ValueError(f"no course checkpoint named {name!r}; choose one of {', '.join(COURSE_MODELS)}")
+    start = Path.cwd() if start is None else Path(start)
+    folders = [*dict.fromkeys([start.resolve(), *start.resolve().parents, Path(__file__).resolve().parents[2]])]
+    candidates = [folder / FOLDER / name for folder in folders]
+    found = next((c for c in candidates if (c / CONFIG_NAME).is_file()), None)
+    if found is None:
+        looked = "\n  ".join(str(c) for c in candidates)
+        raise FileNotFoundError(
+            f"no course checkpoint {name!r}; looked in\n  {looked}\nrun from inside the minilm repository (a clone "
+            "with its checkpoints/ folder), or train them: python experiments/course_checkpoints.py"
+        )
+    return found
+
+
+def course_checkpoint(
+    name: str, start: str | Path | None = None, dtype: torch.dtype = torch.float32
+) -> CourseCheckpoint:
+    """The course checkpoint ``name`` ("gpt", "bert" or "elmo"): its model in eval mode (``dtype``: float32 by
+    default; they are stored in float16), its tokenizer and its folder."""
+    return load_course_folder(course_checkpoint_folder(name, start), dtype)
+
+
+def load_course_folder(folder: str | Path, dtype: torch.dtype = torch.float32) -> CourseCheckpoint:
+    """A checkpoint folder as the course saves them (Hugging Face's layout, or minilm's ELMo) with its tokenizer."""
+    folder = Path(folder)
+    tokenizer = Tokenizer.load(folder)
+    if json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8")).get("model_type") == ELMO_MODEL_TYPE:
+        model = load_elmo(folder, tokenizer, dtype)
+    else:
+        model = from_pretrained(folder, tokenizer, dtype=dtype)
+    return CourseCheckpoint(model, tokenizer, folder)
+
+
+def save_elmo(model: ELMo, folder: str | Path, dtype: torch.dtype = torch.float16) -> Path:
+    """Write ``model`` as minilm's ELMo checkpoint: config.json (``model_type`` and the ELMoConfig fields) and
+    model.safetensors (the parameters in ``dtype``; not the spelling table, which :func:`load_elmo` rebuilds from
+    the tokenizer saved beside them)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"model_type": ELMO_MODEL_TYPE, "architectures": ["ELMo"], **dataclasses.asdict(model.config)}
+    tensors = {name: p.detach().to("cpu", dtype).contiguous() for name, p in model.named_parameters()}
+    atomic_write_bytes(folder / WEIGHTS_NAME, save(tensors, metadata={"format": "pt"}))
+    atomic_write_text(folder / CONFIG_NAME, json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return folder
+
+
+def load_elmo(folder: str | Path, tokenizer: Tokenizer, dtype: torch.dtype = torch.float32) -> ELMo:
+    """An ELMo written by :func:`save_elmo`, in eval mode, spelling ``tokenizer``'s vocabulary."""
+    folder = Path(folder)
+    config = json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8"))
+    if config.pop("model_type", None) != ELMO_MODEL_TYPE:
+        raise CheckpointError(f"{folder / CONFIG_NAME} is not an ELMo checkpoint (model_type {ELMO_MODEL_TYPE!r})")
+    config.pop("architectures", None)
+    with torch.device("meta"):  # no initialisation: every parameter comes from the file
+        model = ELMo(ELMoConfig(**config))
+    model.char_table = torch.zeros(model.char_table.shape, dtype=torch.long)  # filled by set_vocabulary
+    model.load_state_dict(
+        {name: t.to(dtype) for name, t in load_file(folder / WEIGHTS_NAME).items()}, strict=False, assign=True
+    )
+    missing = [name for name, p in model.named_parameters() if p.is_meta]
+    if missing:
+        raise CheckpointError(f"{folder / WEIGHTS_NAME} lacks {len(missing)} ELMo tensor(s): {', '.join(missing[:5])}")
+    model.set_vocabulary([tokenizer.id_to_token(i) for i in range(tokenizer.vocab_size)])
+    return model.eval()
+
+
+def course_run_dir(name: str, directory: str | Path, start: str | Path | None = None) -> Path:
+    """Write the course checkpoint ``name`` as a pretraining run directory (``checkpoints/step_N`` and
+    ``tokenizer/``, as ``python -m minilm.train`` leaves one), for ``minilm.finetune``'s ``pretrained=``; return it.
+    The weights are the checkpoint's, in float32."""
+    from minilm.train.checkpoint import save_checkpoint  # the training side, needed only here
+
+    model, tokenizer, folder = course_checkpoint(name, start)
+    run = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+    directory = Path(directory)
+    save_checkpoint(directory, run["steps"], model, config=run["config"], keep_last=None)
+    tokenizer.save(directory / "tokenizer")
+    return directory
