@@ -50,7 +50,7 @@ from minilm.train.pretrain import (  # noqa: E402
 )
 from minilm.train.registry import get_model, get_objective, needed_settings, objective_config  # noqa: E402
 from minilm.train.trainer import TrainConfig, Trainer  # noqa: E402
-from minilm.utils import reproducible, seed_all  # noqa: E402
+from minilm.utils import count_parameters, reproducible, seed_all  # noqa: E402
 
 # (row of the table, input format, objective)
 ROWS = [
@@ -77,9 +77,11 @@ def mlm_loss_on(model, examples, collate, batch_size: int = 64) -> float:
     return total / len(examples)
 
 
-def pretrain(row, fmt, objective, docs, tokenizer, held_out, steps, run_dir: Path, more_held_out=None) -> dict:
-    """Pretrain one row from the shared initial weights; score it on ``held_out`` (and on each of ``more_held_out``,
-    name -> (examples, collate), as ``held_out_mlm_loss_<name>``)."""
+def pretrain(
+    row, fmt, objective, docs, tokenizer, held_out, steps, run_dir: Path, more_held_out=None, model_sizes=MODEL
+) -> dict:
+    """Pretrain one row (a BERT of ``model_sizes``) from the seed's initial weights; score it on ``held_out`` (and on
+    each of ``more_held_out``, name -> (examples, collate), as ``held_out_mlm_loss_<name>``)."""
     job = PretrainConfig(model="bert", objective=objective, corpus="wikitext", seq_len=SEQ_LEN)
     entry = get_objective(objective, "bert")
     settings = objective_config(entry, {"format": fmt})
@@ -91,7 +93,7 @@ def pretrain(row, fmt, objective, docs, tokenizer, held_out, steps, run_dir: Pat
         run_dir=str(run_dir), progress=False,
     )  # fmt: skip
     seed_all(train.seed)  # the same initial weights for every format
-    model, config = build_model(job, MODEL, tokenizer, needed_settings(get_model(job.model), entry))
+    model, config = build_model(job, model_sizes, tokenizer, needed_settings(get_model(job.model), entry))
     recorded = run_config(job, config, settings)  # what minilm.finetune's --pretrained reads back
     trainer = Trainer(model, entry.loss, examples, train, collate=collate, run_config=recorded)
     tokenizer.save(run_dir / TOKENIZER_DIR)  # where minilm.finetune looks for a pretraining run's tokenizer
@@ -104,6 +106,7 @@ def pretrain(row, fmt, objective, docs, tokenizer, held_out, steps, run_dir: Pat
         "format": fmt,
         "objective": objective,
         "nsp": objective == "mlm+nsp",
+        "parameters": count_parameters(model),
         "n_examples": len(examples),
         "mean_input_tokens": round(mean_length, 1),
         "batch_size": batch_size,
