@@ -45,7 +45,7 @@ reproducible(seed=0)
 # exactly 0. You may assume every query can attend to at least one key.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_scaled_dot_product_attention", "locked": false, "schema_version": 3, "solution": true}
 def scaled_dot_product_attention(q, k, v, mask=None):
     """q (B, nh, Tq, hs), k and v (B, nh, Tk, hs), mask bool or None -> (out, weights)."""
     ### BEGIN SOLUTION
@@ -57,7 +57,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q1_attention", "points": 3}
+# %% nbgrader={"grade": true, "grade_id": "q1_attention", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 q, k, v = torch.randn(3, 2, 4, 6, 8).unbind(0)
 mask = torch.rand(2, 1, 6, 6) > 0.3
 mask[..., 0] = True  # every query may attend to key 0
@@ -85,7 +85,7 @@ assert torch.allclose(
 # mask that hides the padding from every query.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_causal_mask", "locked": false, "schema_version": 3, "solution": true}
 def causal_mask(T):
     ### BEGIN SOLUTION
     return torch.ones(T, T, dtype=torch.bool).tril()
@@ -98,11 +98,11 @@ def padding_mask(attention_mask):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q2_masks", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q2_masks", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 assert causal_mask(4).dtype == torch.bool
 assert torch.equal(causal_mask(4), reference.causal_mask(4, 4))
 am = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
-assert padding_mask(am).shape == (2, 1, 1, 4)
+assert padding_mask(am).shape == (2, 1, 1, 4) and padding_mask(am).dtype == torch.bool
 assert torch.equal(padding_mask(am), reference.padding_mask(am))
 ### BEGIN HIDDEN TESTS
 assert torch.equal(causal_mask(1), torch.ones(1, 1, dtype=torch.bool))
@@ -121,7 +121,7 @@ assert torch.equal(causal_mask(9), reference.causal_mask(9, 9))
 # mask (combined with `mask` by `&`).
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_MultiHeadAttention", "locked": false, "schema_version": 3, "solution": true}
 class MultiHeadAttention(nn.Module):
     def __init__(self, d_model, n_heads):
         super().__init__()
@@ -150,7 +150,7 @@ class MultiHeadAttention(nn.Module):
         ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q3_multihead", "points": 3}
+# %% nbgrader={"grade": true, "grade_id": "q3_multihead", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 ours, theirs = MultiHeadAttention(32, 4), reference.MultiHeadAttention(32, 4)
 ours.load_state_dict(theirs.state_dict())
 x = torch.randn(2, 5, 32)
@@ -165,7 +165,7 @@ x1 = torch.randn(3, 4, 24)
 assert torch.allclose(one(x1), one_ref(x1), atol=1e-5)
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "q3_causal", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q3_causal", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 y = ours(x, mask=padding_mask(am), is_causal=True)
 assert torch.allclose(y, theirs(x, mask=reference.padding_mask(am), is_causal=True), atol=1e-5)
 x_changed = x.clone()
@@ -184,3 +184,6 @@ assert (x.grad[:, 2:] == 0).all() and (x.grad[:, :2] != 0).any(), "gradients mus
 # - Time your module against `reference.MultiHeadAttention` (fused kernel) for T = 512. Where does the time go?
 # - Add a KV cache: keep the keys and values of earlier positions and compute only the newest query. Check that
 #   decoding token by token gives the same outputs as one causal pass.
+
+# %% tags=["instructor"]
+# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

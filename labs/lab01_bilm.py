@@ -55,7 +55,7 @@ reproducible(seed=0)
 # neither in the sum nor in the number of predictions the mean divides by.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_bilm_loss", "locked": false, "schema_version": 3, "solution": true}
 def bilm_loss(forward_logits, backward_logits, ids, ignore_index=-100):
     """forward_logits, backward_logits (B, T, V), ids (B, T) -> (loss, forward, backward), three scalars."""
     ### BEGIN SOLUTION
@@ -68,7 +68,7 @@ def bilm_loss(forward_logits, backward_logits, ids, ignore_index=-100):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q1_bilm_loss", "points": 4}
+# %% nbgrader={"grade": true, "grade_id": "q1_bilm_loss", "locked": true, "points": 4, "schema_version": 3, "solution": false}
 forward_logits, backward_logits = torch.randn(2, 3, 7, 11).unbind(0)  # (B=3, T=7, V=11)
 ids = torch.randint(11, (3, 7))
 loss, forward, backward = bilm_loss(forward_logits, backward_logits, ids)
@@ -115,7 +115,7 @@ assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(g_ours, g_theirs, str
 #    back. Position $k$'s state must then depend on $x_k, \dots, x_N$ only.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_reverse_padded", "locked": false, "schema_version": 3, "solution": true}
 def reverse_padded(x, lengths):
     ### BEGIN SOLUTION
     t = torch.arange(x.size(1))[None, :]  # (1, T)
@@ -132,7 +132,7 @@ def backward_states(lstm, x, lengths):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q2_reverse", "points": 1}
+# %% nbgrader={"grade": true, "grade_id": "q2_reverse", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 x = torch.arange(10.0).view(2, 5, 1)
 lengths = torch.tensor([5, 3])
 assert reverse_padded(x, lengths)[:, :, 0].tolist() == [[4, 3, 2, 1, 0], [7, 6, 5, 8, 9]]
@@ -143,7 +143,7 @@ assert torch.equal(reverse_padded(x, lengths), reference.reverse_padded(x, lengt
 assert torch.equal(reverse_padded(reverse_padded(x, lengths), lengths), x), "reversing twice gives x back"
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "q2_causality", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q2_causality", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 lstm = reference.LSTMLayer(4, 8)
 x = torch.randn(3, 6, 4, requires_grad=True)
 lengths = torch.tensor([6, 4, 2])
@@ -179,7 +179,7 @@ with torch.no_grad():
 # `F.layer_norm` with its default eps). `forward(layers)` takes a list of tensors of one shape.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_ScalarMix", "locked": false, "schema_version": 3, "solution": true}
 class ScalarMix(nn.Module):
     def __init__(self, n_layers, layer_norm=False, initial_gamma=1.0):
         super().__init__()
@@ -198,7 +198,7 @@ class ScalarMix(nn.Module):
         ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q3_scalar_mix", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q3_scalar_mix", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 layers = [torch.randn(2, 5, 6) for _ in range(3)]
 ours, theirs = ScalarMix(3), reference.ScalarMix(3)
 assert torch.allclose(ours(layers), sum(layers) / 3, atol=1e-6), "at the start the mix is the plain average"
@@ -218,7 +218,7 @@ four = [torch.randn(3, 8) for _ in range(4)]
 assert torch.allclose(mix(four), ref(four), atol=1e-6)
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "q3_layer_norm", "points": 1}
+# %% nbgrader={"grade": true, "grade_id": "q3_layer_norm", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 ours, theirs = ScalarMix(3, layer_norm=True), reference.ScalarMix(3, layer_norm=True)
 with torch.no_grad():
     theirs.weights.copy_(torch.tensor([0.3, 0.1, -0.4]))
@@ -243,3 +243,6 @@ assert all(torch.allclose(a, h.grad, atol=1e-5) for a, h in zip(grads_ours, inpu
 #   that low loss worthless?
 # - Train a ScalarMix on the frozen features of Chapter 1's biLM for POS tagging with and without `layer_norm`.
 #   Which layer gets the largest weight?
+
+# %% tags=["instructor"]
+# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

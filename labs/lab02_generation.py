@@ -57,7 +57,7 @@ reproducible(seed=0, threads=1)
 # `causal_mask(q_len, k_len)` returns this (q_len, k_len) bool tensor (with q_len = k_len, the usual triangle).
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_causal_mask", "locked": false, "schema_version": 3, "solution": true}
 def causal_mask(q_len, k_len):
     """(q_len, k_len) bool, True where query i may attend to key j: j <= i + (k_len - q_len)."""
     ### BEGIN SOLUTION
@@ -65,7 +65,7 @@ def causal_mask(q_len, k_len):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q1_causal_mask", "points": 1}
+# %% nbgrader={"grade": true, "grade_id": "q1_causal_mask", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 assert causal_mask(4, 4).dtype == torch.bool and causal_mask(4, 4).shape == (4, 4)
 assert torch.equal(causal_mask(4, 4), mnn.causal_mask(4, 4))
 assert causal_mask(1, 6).all(), "one new query after 5 cached keys sees all 6"
@@ -90,7 +90,7 @@ assert torch.equal(causal_mask(9, 9), mnn.causal_mask(9, 9))
 # a cache, it must give the same outputs as one call on the whole sequence.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_causal_self_attention", "locked": false, "schema_version": 3, "solution": true}
 def causal_self_attention(x, attn, cache=None):
     """x (B, Tq, C): the new positions -> (B, Tq, C). ``cache``: a KVCache of the earlier positions, or None."""
     ### BEGIN SOLUTION
@@ -110,7 +110,7 @@ def causal_self_attention(x, attn, cache=None):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q1_causal_attention", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q1_causal_attention", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 attn = mnn.MultiHeadAttention(d_model=32, n_heads=4).eval()
 x = torch.randn(2, 6, 32)
 with torch.no_grad():
@@ -154,7 +154,7 @@ with torch.no_grad():
 # kept logits unchanged.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_top_k_filter", "locked": false, "schema_version": 3, "solution": true}
 def top_k_filter(logits, k):
     """Keep the k largest logits of each row (..., V) (and ties with the k-th), set the others to -inf."""
     ### BEGIN SOLUTION
@@ -165,7 +165,7 @@ def top_k_filter(logits, k):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q2_top_k", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q2_top_k", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 logits = torch.randn(3, 50)
 for k in (1, 5, 49):
     ours = top_k_filter(logits, k)
@@ -185,7 +185,7 @@ assert torch.equal(top_k_filter(all_tied, 2), all_tied)
 ### END HIDDEN TESTS
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_top_p_filter", "locked": false, "schema_version": 3, "solution": true}
 def top_p_filter(logits, p):
     """Nucleus filter: keep the smallest set of most likely tokens whose probabilities sum to >= p."""
     ### BEGIN SOLUTION
@@ -200,7 +200,7 @@ def top_p_filter(logits, p):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q2_top_p", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q2_top_p", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 probs = torch.tensor([[0.5, 0.05, 0.3, 0.1, 0.05]])
 logits = probs.log()
 assert torch.isfinite(top_p_filter(logits, 0.5)).tolist() == [[True, False, False, False, False]]
@@ -255,7 +255,7 @@ model = GPT(GPTConfig(vocab_size=97, max_len=64, n_layers=2, n_heads=4, d_model=
 prompt = torch.tensor([[5, 17, 42, 8], [60, 3, 3, 91]])  # (B=2, T=4)
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_greedy_no_cache", "locked": false, "schema_version": 3, "solution": true}
 @torch.no_grad()
 def greedy_no_cache(model, input_ids, max_new_tokens):
     """Run the model on the whole sequence at every step; append the argmax of the last position's logits."""
@@ -282,7 +282,7 @@ def greedy_with_cache(model, input_ids, max_new_tokens):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q3_no_cache", "points": 1}
+# %% nbgrader={"grade": true, "grade_id": "q3_no_cache", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 expected = model.generate(prompt, max_new_tokens=12, do_sample=False)  # minilm's KV-cache greedy decoding
 ours = greedy_no_cache(model, prompt, 12)
 assert ours.shape == (2, 16), f"expected the prompt and 12 new tokens, got shape {tuple(ours.shape)}"
@@ -292,6 +292,16 @@ assert torch.equal(ours, expected), "greedy decoding differs from GPT.generate(d
 single = torch.tensor([[7]])
 assert torch.equal(greedy_no_cache(model, single, 20), model.generate(single, max_new_tokens=20, do_sample=False))
 assert torch.equal(greedy_no_cache(model, prompt, 0), prompt)
+# This random model's argmax hardly depends on the context: only the inputs' lengths show a loop that drops it.
+seen = []
+hook = model.register_forward_pre_hook(
+    lambda m, a, kw: seen.append((a[0] if a else kw["input_ids"]).size(1)), with_kwargs=True
+)
+try:
+    greedy_no_cache(model, prompt, 5)
+finally:
+    hook.remove()
+assert seen == [4, 5, 6, 7, 8], f"without a cache the model reads the whole sequence at every step; got {seen}"
 ### END HIDDEN TESTS
 
 
@@ -311,7 +321,7 @@ def input_lengths_seen(model, decode, *args):
     return out, lengths
 
 
-# %% nbgrader={"grade": true, "grade_id": "q3_kv_cache", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q3_kv_cache", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 ours, lengths = input_lengths_seen(model, greedy_with_cache, prompt, 12)
 assert torch.equal(ours, expected), "cached greedy decoding differs from GPT.generate(do_sample=False)"
 assert torch.equal(ours, greedy_no_cache(model, prompt, 12)), "cached and uncached decoding must agree"
@@ -322,6 +332,15 @@ out, lengths = input_lengths_seen(model, greedy_with_cache, single, 40)
 assert torch.equal(out, model.generate(single, max_new_tokens=40, do_sample=False))
 assert lengths == [1] * len(lengths) and len(lengths) in (40, 41)
 assert torch.equal(greedy_with_cache(model, prompt, 0), prompt)
+caches = []  # every cache the loop asks for: one, that ends up holding the whole sequence
+make_cache = model.new_cache
+model.new_cache = lambda: caches.append(make_cache()) or caches[-1]
+try:
+    greedy_with_cache(model, prompt, 6)
+finally:
+    del model.new_cache
+assert len(caches) == 1, f"one cache for the whole loop, not {len(caches)}"
+assert len(caches[0][0].self_attn) in (9, 10), "the cache keeps the prompt and the new tokens"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -345,3 +364,6 @@ for decode in (greedy_no_cache, greedy_with_cache):
 #   prompt) with an `attention_mask`; read `GPT.features` to see why the positions then count real tokens only.
 # - How much memory does the cache of GPT-2 small (12 layers, 12 heads of 64) take for a 1024-token context in
 #   float32? Compare with the model's 124M parameters.
+
+# %% tags=["instructor"]
+# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

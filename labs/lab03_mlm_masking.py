@@ -88,7 +88,7 @@ print("words:", word_ids[0, :13].tolist())
 # picks elementwise without modifying its inputs.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_mask_tokens", "locked": false, "schema_version": 3, "solution": true}
 def mask_tokens(
     input_ids,
     special_tokens_mask,
@@ -145,7 +145,7 @@ def big_batch(rows=8):
     return input_ids.repeat(rows, 1), special_tokens_mask.repeat(rows, 1), word_ids.repeat(rows, 1)
 
 
-# %% nbgrader={"grade": true, "grade_id": "q1_selection", "points": 3}
+# %% nbgrader={"grade": true, "grade_id": "q1_selection", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 ids, special, _ = big_batch()
 corrupted, labels = mask_tokens(ids, special, MASK_ID, VOCAB_SIZE, generator=torch.Generator().manual_seed(1))
 selected = labels != -100
@@ -177,7 +177,7 @@ assert not ((labels_int != -100) & special).any(), "a 0/1 special_tokens_mask mu
 # special token (it may, rarely, equal the original); the rest keep their token. The test compares your rates with
 # `minilm`'s on the same batch as well as with the paper's.
 
-# %% nbgrader={"grade": true, "grade_id": "q2_replacement", "points": 3}
+# %% nbgrader={"grade": true, "grade_id": "q2_replacement", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 corrupted, labels = mask_tokens(
     ids, special, MASK_ID, VOCAB_SIZE, generator=torch.Generator().manual_seed(1), special_ids=SPECIAL_IDS
 )
@@ -220,6 +220,22 @@ assert_rate((corrupted_p[sel_p] == ids[sel_p]).sum(), sel_p.sum(), 0.2 + 0.3 / n
 # every selected position is [MASK] when replace_prob = 1
 corrupted_1, labels_1 = mask_tokens(ids, special, MASK_ID, VOCAB_SIZE, 0.15, 1.0, 0.0, generator=torch.Generator())
 assert (corrupted_1[labels_1 != -100] == MASK_ID).all()
+# A tiny vocabulary where no statistic is needed: ids 0-3 special, 4 = [MASK], 5-7 ordinary; every token selected
+# and every selected token replaced by a random one. A draw over the whole vocabulary (or one that forgets [MASK])
+# shows up at once among 200 positions, not once in thousands as with BERT's 30,522 ids.
+tiny = torch.tensor([[5, 6, 7, 5] * 50])
+tiny_special = torch.zeros_like(tiny, dtype=torch.bool)
+for seed in (12, 13):
+    corrupted_t, labels_t = mask_tokens(
+        tiny, tiny_special, 4, 8, 1.0, 0.0, 1.0, generator=torch.Generator().manual_seed(seed), special_ids=(0, 1, 2, 3)
+    )
+    assert torch.equal(labels_t, tiny), "mask_prob = 1 selects every ordinary token"
+    assert set(corrupted_t.unique().tolist()) == {5, 6, 7}, "random tokens: ordinary ids only (never [MASK] or special)"
+only_five = torch.full((1, 200), 5)  # a 6-id vocabulary: 5 is the only id a random replacement may take
+corrupted_5, _ = mask_tokens(
+    only_five, tiny_special, 4, 6, 1.0, 0.0, 1.0, generator=torch.Generator().manual_seed(14), special_ids=(0, 1, 2, 3)
+)
+assert (corrupted_5 == 5).all(), "random tokens are drawn among the ordinary ids only"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -229,7 +245,7 @@ assert (corrupted_1[labels_1 != -100] == MASK_ID).all()
 # would be corrupted for the next epoch), and a seeded generator must give the same masks every time (reproducible
 # runs, resumable checkpoints).
 
-# %% nbgrader={"grade": true, "grade_id": "q3_contract", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q3_contract", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 ids_before, special_before = ids.clone(), special.clone()
 out_a = mask_tokens(ids, special, MASK_ID, VOCAB_SIZE, generator=torch.Generator().manual_seed(7))
 assert torch.equal(ids, ids_before) and torch.equal(special, special_before), "the inputs must not be modified"
@@ -256,7 +272,7 @@ assert torch.equal(small, torch.tensor([[2, 50, 51, 3, 0]])) and lab[0, [0, 3, 4
 # sub-words; tokens with word id -1 are never selected. BERT's authors released whole-word-masking models in 2019:
 # masking `##ling` while `trave` stays visible makes the prediction too easy.
 
-# %% nbgrader={"grade": true, "grade_id": "q4_whole_word", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q4_whole_word", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 ids, special, words = big_batch()
 corrupted_w, labels_w = mask_tokens(
     ids, special, MASK_ID, VOCAB_SIZE, word_ids=words, generator=torch.Generator().manual_seed(10)
@@ -323,3 +339,6 @@ for original, shown, label in zip(input_ids[row, :length], demo[0, :length], dem
 #   Wrap your function in a collate function and compare with `minilm.objectives.mlm.DynamicMasking`.
 # - SpanBERT (Joshi et al. 2020) masks contiguous spans of geometric length instead of single tokens. Add a
 #   `span` option that keeps the total masking budget at 15%.
+
+# %% tags=["instructor"]
+# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

@@ -74,7 +74,7 @@ reproducible(seed=0)
 # (T, T) score table or two loops both do.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_best_span", "locked": false, "schema_version": 3, "solution": true}
 def best_span(start_logits, end_logits, context_mask, max_answer_length=30, null_index=0, null_threshold=0.0):
     """(T,), (T,), (T,) bool -> (start, end) inclusive, or None for "no answer"."""
     ### BEGIN SOLUTION
@@ -120,7 +120,7 @@ def random_case(rng, integer_logits):
     return start, end, context
 
 
-# %% nbgrader={"grade": true, "grade_id": "q1_best_span", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q1_best_span", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 assert best_span(start, end, context, null_index=None) == (5, 6)
 assert best_span(start, end, context, max_answer_length=1, null_index=None) == (5, 5), "tie 4 = 4: smallest start"
 assert best_span(start, end, torch.zeros(9, dtype=torch.bool), null_index=None) is None, "no context: no span"
@@ -142,7 +142,7 @@ tie = torch.zeros(6)
 assert best_span(tie, tie, torch.ones(6, dtype=torch.bool), 3, None) == (0, 0), "ties: smallest start, then end"
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "q1_no_answer", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q1_no_answer", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 assert best_span(start, end, context) == (5, 6), "span score 7 beats the null score 0"
 assert best_span(start, end, context, 30, 0, 8.0) is None, "7 does not beat 0 + 8"
 assert best_span(start, end, context, 30, 0, 7.0) is None, "the span must beat the null score strictly"
@@ -193,7 +193,7 @@ print(tokenizer.tokenize(example.context)[:18])
 print([example.context[a:b] for a, b in offsets[-30:-20]])  # the last context tokens, read through their offsets
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_answer_text", "locked": false, "schema_version": 3, "solution": true}
 def answer_text(context, offsets, start, end):
     ### BEGIN SOLUTION
     return context[offsets[start][0] : offsets[end][1]]
@@ -211,7 +211,7 @@ def answer_token_span(offsets, context_mask, answer_start, answer_text):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q2_offsets", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q2_offsets", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 gold = example.answers[0]
 i, j = answer_token_span(offsets, context_masks[0], gold.start, gold.text)
 assert answer_text(example.context, offsets, i, j) == "BSkyB"
@@ -260,7 +260,7 @@ assert answer_text("the quick fox", toy_offsets, 1, 3) == "the quick fox"
 # `.answers` (objects with `.text`).
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_normalize_answer", "locked": false, "schema_version": 3, "solution": true}
 def normalize_answer(s):
     ### BEGIN SOLUTION
     s = "".join(ch for ch in s.lower() if ch not in set(string.punctuation))
@@ -320,7 +320,7 @@ print(
 )
 print(exact_match("", []), exact_match("Normandy", []), f1_score("", ["Rollo"]))
 
-# %% nbgrader={"grade": true, "grade_id": "q3_normalize", "points": 1}
+# %% nbgrader={"grade": true, "grade_id": "q3_normalize", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 cases = ["The  Cat!", "a", "an apple, the pear", "U.S.A.", "theory of the atom", "Théâtre — 1,000 ft", "  x  y  "]
 for s in cases:
     assert normalize_answer(s) == reference_metrics.normalize_answer(s), f"{s!r}: {normalize_answer(s)!r}"
@@ -329,7 +329,7 @@ for s in ["A.N. Other", "the the", "An", "Anne and Theo", "\t\nX\u00a0Y", "don't
     assert normalize_answer(s) == reference_metrics.normalize_answer(s), s
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "q3_em_f1", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q3_em_f1", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 golds = ["Normans", "the Norman people", "Norman"]
 for prediction in ["normans", "The Normans.", "Norman people", "people of Normandy", "", "norman norman"]:
     assert exact_match(prediction, golds) == reference_metrics.squad_exact(prediction, golds), prediction
@@ -348,7 +348,7 @@ for _ in range(500):
     assert abs(f1_score(prediction, gold_list) - reference_metrics.squad_f1(prediction, gold_list)) < 1e-9
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "q3_evaluate", "points": 1}
+# %% nbgrader={"grade": true, "grade_id": "q3_evaluate", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 tiny = [
     SimpleNamespace(id="q1", answers=[Answer("Rollo", 0)]),
     SimpleNamespace(id="q2", answers=[Answer("in the 10th century", 0), Answer("10th century", 3)]),
@@ -424,3 +424,6 @@ print(f"best threshold {thresholds[best]}: F1 {curves[best]['f1']:.1f} (at tau =
 #   span over all windows. Write that, comparing null scores across windows.
 # - Replace the simulated logits by those of a model fine-tuned with
 #   `python -m minilm.finetune --task squad2 ...` (its `SpanKind.predict` uses `minilm.heads.best_span`).
+
+# %% tags=["instructor"]
+# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

@@ -75,7 +75,7 @@ reproducible(seed=0)
 # the projection's weight and its bias).
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_FactorizedEmbedding", "locked": false, "schema_version": 3, "solution": true}
 class FactorizedEmbedding(nn.Module):
     """Token ids (B, T) -> vectors (B, T, H) through a V×E table and a Linear(E, H)."""
 
@@ -100,7 +100,7 @@ def embedding_parameters(vocab_size, hidden_size, embedding_size=None):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q1_embedding", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q1_embedding", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 torch.manual_seed(1)
 ours = FactorizedEmbedding(100, 8, 32)
 assert ours.token.weight.shape == (100, 8), "token: a V×E table"
@@ -126,7 +126,7 @@ assert ours.token.weight.grad is not None and ours.projection.weight.grad is not
 assert (ours.token.weight.grad.abs().sum(1) > 0).sum() == ids.unique().numel(), "only the rows of used tokens move"
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "q1_parameters", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q1_parameters", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 assert embedding_parameters(30000, 768) == 23_040_000, "BERT-base's token embedding: V·H"
 assert embedding_parameters(30000, 768, 128) == 3_939_072, "ALBERT-base's: V·E + E·H + H"
 for preset in ALBERT_PRESETS:  # the real models, built on the meta device: nothing is allocated
@@ -231,7 +231,7 @@ for share in ("none", "all"):
 # - `sentence_order_label`: a scalar long tensor, 1 if swapped else 0.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_sop_example", "locked": false, "schema_version": 3, "solution": true}
 def sop_example(a_ids, b_ids, swap, cls_id, sep_id):
     ### BEGIN SOLUTION
     first, second = (b_ids, a_ids) if swap else (a_ids, b_ids)
@@ -269,7 +269,7 @@ def expected_example(a, b, swap, cls_id=CLS, sep_id=SEP):
     return {**Template.bert(cls_id, sep_id).build(first, second), reference_sop.LABEL_KEY: torch.tensor(label)}
 
 
-# %% nbgrader={"grade": true, "grade_id": "q2_sop_example", "points": 3}
+# %% nbgrader={"grade": true, "grade_id": "q2_sop_example", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 a, b = [7, 8, 9], [20, 21]
 in_order, swapped = sop_example(a, b, False, CLS, SEP), sop_example(a, b, True, CLS, SEP)
 assert in_order["input_ids"].tolist() == [CLS, 7, 8, 9, SEP, 20, 21, SEP]
@@ -309,7 +309,7 @@ assert a_list == [1, 2] and b_list == [3], "the segments must not be modified"
 # that the same seed gives the same inputs: **exactly one** `rng.random()`, and swap when it is below 0.5.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_sop_pair", "locked": false, "schema_version": 3, "solution": true}
 def sop_pair(chunk, a_end, rng):
     ### BEGIN SOLUTION
     a = [t for sentence in chunk[:a_end] for t in sentence]
@@ -378,7 +378,7 @@ def flat(sentences):
     return [t for s in sentences for t in s]
 
 
-# %% nbgrader={"grade": true, "grade_id": "q2_sop_pair", "points": 3}
+# %% nbgrader={"grade": true, "grade_id": "q2_sop_pair", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 chunk = [[10, 11], [12], [13, 14, 15]]
 assert sop_pair(chunk, 2, random.Random(0))[:2] == ([10, 11, 12], [13, 14, 15])
 assert sop_pair(chunk, 1, random.Random(0))[:2] == ([10, 11], [12, 13, 14, 15])
@@ -462,3 +462,6 @@ print(f"{len(examples)} inputs of at most 64 tokens; label 1 in {labels.float().
 #   the SOP model solves NSP well (78.9%).
 # - The coin does not look at the text. Some swapped pairs still read naturally (a dialogue turn, a list): how
 #   many? Read twenty swapped inputs and guess their order yourself.
+
+# %% tags=["instructor"]
+# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

@@ -113,7 +113,7 @@ reproducible(seed=0)
 # "replaced", $1 - D$, as in ELECTRA's code and Hugging Face's `ElectraForPreTraining`.)
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_replace_tokens", "locked": false, "schema_version": 3, "solution": true}
 def replace_tokens(input_ids, labels, samples):
     """x_corrupt (B, T) and the discriminator's labels (B, T) bool, True where the token was replaced."""
     ### BEGIN SOLUTION
@@ -190,7 +190,7 @@ for name, tensor in zip(("original", "masked", "labels"), example, strict=True):
     print(f"{name:<9}", tensor.tolist())
 
 
-# %% nbgrader={"grade": true, "grade_id": "q1_corrupt", "points": 3}
+# %% nbgrader={"grade": true, "grade_id": "q1_corrupt", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 corrupted, replaced = replace_tokens(masked_input, labels, samples)
 assert corrupted.shape == original.shape and corrupted.dtype == original.dtype, "corrupted: (B, T), like input_ids"
 assert show(corrupted[0]) == "[CLS] the chef ate the meal [SEP]", show(corrupted[0])
@@ -220,7 +220,7 @@ replace_tokens(masked_input, labels, samples)
 assert torch.equal(masked_input, before), "input_ids must not be modified"
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "q1_labels", "points": 3}
+# %% nbgrader={"grade": true, "grade_id": "q1_labels", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 corrupted, replaced = replace_tokens(masked_input, labels, samples)
 assert replaced.shape == original.shape and replaced.dtype == torch.bool, "replaced: (B, T) bool"
 assert replaced[0].tolist() == [False, False, False, True, False, False, False], (
@@ -353,7 +353,7 @@ for row in short_with_a_correct_sample[:3]:
 # nothing: both networks learn from this one loss.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_electra_loss", "locked": false, "schema_version": 3, "solution": true}
 def electra_loss(gen_logits, labels, disc_logits, replaced, attention_mask, weight=reference.RTD_WEIGHT):
     """L_MLM + λ · L_Disc: the generator's mean cross-entropy over the masked positions plus λ times the
     discriminator's mean binary cross-entropy over the real tokens."""
@@ -394,7 +394,7 @@ def gradients(loss, *tensors):
     return torch.autograd.grad(loss, tensors, allow_unused=True, materialize_grads=True)
 
 
-# %% nbgrader={"grade": true, "grade_id": "q2_loss", "points": 4}
+# %% nbgrader={"grade": true, "grade_id": "q2_loss", "locked": true, "points": 4, "schema_version": 3, "solution": false}
 case = loss_case(B=2, T=8, V=11, lengths=[8, 5], n_masked=2, seed=0)
 gen_logits, labels_2, disc_logits, replaced_2, attention_mask = case
 loss = electra_loss(*case)
@@ -507,3 +507,6 @@ for name, grad in grads.items():
 #   happens to the discriminator's loss?
 # - The correct-sample rule in numbers: count, during training, the share of masked positions whose sample equals
 #   the original. How does it move as the generator learns?
+
+# %% tags=["instructor"]
+# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

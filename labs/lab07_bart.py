@@ -91,7 +91,7 @@ reproducible(seed=0)
 # the document back together, as BART's decoder must.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_text_infilling", "locked": false, "schema_version": 3, "solution": true}
 def text_infilling(ids, mask_id, ratio, poisson_lambda, generator, bos_id, eos_id):
     """BART's text infilling of one document <s> body </s> -> (noised (T',) long, span lengths (k,) long)."""
     ### BEGIN SOLUTION
@@ -152,7 +152,7 @@ print(random_document(8, torch.Generator().manual_seed(0)).tolist())
 # returns which body tokens the spans covered. Read it: its messages say what went wrong.
 
 
-# %% nbgrader={"grade": true, "grade_id": "q1_infilling", "points": 3}
+# %% nbgrader={"grade": true, "grade_id": "q1_infilling", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 def check_infilling(document, noised, lengths, mask_id=MASK, bos_id=BOS, eos_id=EOS):
     """Assert that (noised, lengths) is a valid text infilling of ``document``; return (n,) bool, the covered tokens."""
     assert isinstance(noised, torch.Tensor) and noised.dim() == 1 and noised.dtype == torch.long, "noised: (T',) long"
@@ -254,7 +254,7 @@ def span_statistics(poisson_lambda, ratio, n, n_documents, seed):
     return torch.cat(all_lengths).double(), covered.view(4, -1).mean(1), covered.mean()
 
 
-# %% nbgrader={"grade": true, "grade_id": "q1_spans", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q1_spans", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 lengths, quarters, whole = span_statistics(poisson_lambda=3.0, ratio=0.2, n=3000, n_documents=50, seed=0)
 print(f"{len(lengths)} spans: mean {lengths.mean():.2f}, variance {lengths.var():.2f}, ", end="")
 print(f"zero-length {(lengths == 0).double().mean():.3f} (e^-3 = {math.exp(-3):.3f})")
@@ -366,7 +366,7 @@ print(
 # the dtype of `beam_scores`; `parent` and `token` long). Leave out everything about `</s>` and finished beams.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_beam_step", "locked": false, "schema_version": 3, "solution": true}
 def beam_step(beam_scores, log_probs, K):
     """The K best one-token extensions of each row's beams -> (new_scores, parent, token), each (B, K)."""
     ### BEGIN SOLUTION
@@ -412,7 +412,7 @@ print("beam_scores  ", case_scores.round(decimals=3).tolist())
 print("probabilities", case_log_probs.exp().round(decimals=3).tolist())
 
 
-# %% nbgrader={"grade": true, "grade_id": "q2_scores", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q2_scores", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 ### BEGIN HIDDEN TESTS
 def expected_step_h(beam_scores, log_probs, K):
     B, K_in, V = log_probs.shape
@@ -445,7 +445,7 @@ assert got32_h.dtype == torch.float32 and torch.allclose(got32_h, expected_step_
 ### END HIDDEN TESTS
 
 
-# %% nbgrader={"grade": true, "grade_id": "q2_backpointers", "points": 3}
+# %% nbgrader={"grade": true, "grade_id": "q2_backpointers", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 ### BEGIN HIDDEN TESTS
 def expected_step_h(beam_scores, log_probs, K):
     B, K_in, V = log_probs.shape
@@ -570,3 +570,6 @@ print("minilm.generation.beam_search finds the same:", torch.equal(theirs[0], be
 #   four-word sequence? Is a larger K ever worse?
 # - Add a stop token to `our_beam_search`: a candidate ending with "." leaves the beams. Compare with
 #   `generation.beam_search(..., eos_token_id=7, length_penalty=...)` for a few length penalties.
+
+# %% tags=["instructor"]
+# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

@@ -96,7 +96,7 @@ reproducible(seed=0)
 # | bucket | 15 | 15 | 14 | 10 | 8 | 7 | 1 | 0 | 17 | 23 | 24 | 26 | 30 | 31 | 31 |
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_relative_position_bucket", "locked": false, "schema_version": 3, "solution": true}
 def relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
     """Offsets j - i (long tensor, any shape) -> T5's bucket ids in 0 .. num_buckets - 1 (long, the same shape)."""
     ### BEGIN SOLUTION
@@ -126,7 +126,7 @@ square = positions[None, :] - positions[:, None]  # (6, 6): j - i for queries i 
 print(square.tolist())
 
 
-# %% nbgrader={"grade": true, "grade_id": "q1_bidirectional", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q1_bidirectional", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 buckets = relative_position_bucket(offsets)
 assert isinstance(buckets, torch.Tensor) and buckets.dtype == torch.long, "buckets: a long tensor"
 assert buckets.shape == offsets.shape, "one bucket per offset, the offsets' shape"
@@ -157,7 +157,7 @@ for num_buckets_h, max_distance_h in configs_h:
 assert torch.equal(relative_position_bucket(torch.arange(-5, 6), True), reference_bucket(torch.arange(-5, 6)))
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "q1_causal", "points": 1}
+# %% nbgrader={"grade": true, "grade_id": "q1_causal", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 causal = relative_position_bucket(offsets, bidirectional=False)
 assert isinstance(causal, torch.Tensor) and causal.dtype == torch.long and causal.shape == offsets.shape
 assert causal[offsets > 0].tolist() == [0] * 8, "causal: a key in the future (j > i) falls in bucket 0"
@@ -274,7 +274,7 @@ print("decoder:\n", relative_position_bucket(square, bidirectional=False))
 # both (nothing appended when `eos_id` is None). T can be anything from 0 up, and the mask anything at all.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_noise_span_to_unique_sentinel", "locked": false, "schema_version": 3, "solution": true}
 def noise_span_to_unique_sentinel(ids, noise_mask, sentinel_ids):
     """Each run of noise tokens -> ONE sentinel, the i-th run sentinel_ids[i]; the other tokens stay. (T,) -> (T',)."""
     ### BEGIN SOLUTION
@@ -329,7 +329,7 @@ print(show(sentence.tolist()))
 print(show(reference_sentinels(sentence, figure_2, SENTINELS).tolist()))
 
 
-# %% nbgrader={"grade": true, "grade_id": "q2_sentinels", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q2_sentinels", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 def check_sentinels(ids, mask, expected):
     got = noise_span_to_unique_sentinel(ids, mask, SENTINELS)
     assert isinstance(got, torch.Tensor) and got.dim() == 1 and got.dtype == torch.long, "a (T',) long tensor"
@@ -385,7 +385,7 @@ for length_h in [2, 9, 40, 120, 568]:
 ### END HIDDEN TESTS
 
 
-# %% nbgrader={"grade": true, "grade_id": "q2_corruption", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q2_corruption", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 def check_corruption(ids, mask, expected_inputs, expected_targets, eos_id=EOS):
     inputs, targets = span_corruption(ids, mask, SENTINELS, eos_id)
     for name, got, expected in [("inputs", inputs, expected_inputs), ("targets", targets, expected_targets)]:
@@ -462,7 +462,7 @@ for length_h in [0, 1, 2, 3, 7, 30, 100, 568]:
 # a kept span. `minilm.objectives.span_corruption.random_spans_noise_mask` does it; you do not have to.)
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_noise_span_counts", "locked": false, "schema_version": 3, "solution": true}
 def noise_span_counts(length, noise_density, mean_noise_span_length):
     """T5's (num_noise_tokens, num_noise_spans) for a text of length >= 2 tokens, computed in float32."""
 
@@ -478,7 +478,7 @@ def noise_span_counts(length, noise_density, mean_noise_span_length):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q3_counts", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q3_counts", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 def check_counts(length, density, mean, expected):
     got = noise_span_counts(length, density, mean)
     assert isinstance(got, tuple) and len(got) == 2, "return (num_noise_tokens, num_noise_spans)"
@@ -551,7 +551,7 @@ print("put back together:", torch.equal(reconstruct_spans(inputs, targets, SENTI
 # same on every length the tests use, so either will do.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_span_corruption_lengths", "locked": false, "schema_version": 3, "solution": true}
 def span_corruption_lengths(inputs_length, noise_density=0.15, mean_noise_span_length=3.0):
     """(tokens_length, targets_length): the longest raw text whose span-corrupted inputs, eos included, fit in
     inputs_length tokens, and the length of its targets, eos included."""
@@ -571,7 +571,7 @@ def span_corruption_lengths(inputs_length, noise_density=0.15, mean_noise_span_l
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q4_lengths", "points": 1}
+# %% nbgrader={"grade": true, "grade_id": "q4_lengths", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 got = span_corruption_lengths(512)
 assert tuple(got) == (568, 114), f"T5's baseline: 568 raw tokens -> 512 inputs and 114 targets, not {got}"
 assert tuple(span_corruption_lengths(512, 0.15, 10.0)) == random_spans_helper(512, 0.15, 10.0)
@@ -649,3 +649,6 @@ assert (len(inputs), len(targets)) == (512, targets_length)
 #   was trained on? (Every one of them lands in the last bucket of its side.)
 # - Compare with an i.i.d. mask of 15% (`iid_noise_mask`): how many runs does a 512-token text get on average, and
 #   how long are its targets? Why are most of its runs a single token, and what does that cost in sentinels?
+
+# %% tags=["instructor"]
+# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

@@ -75,7 +75,7 @@ reproducible(seed=0)
 # measures (the double sum above counts each pair twice and divides by twice as many).
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_self_similarity", "locked": false, "schema_version": 3, "solution": true}
 def self_similarity(vectors, words):
     """(N, C) vectors of N word occurrences, their N words -> {word occurring >= 2 times: mean pairwise cosine}."""
     ### BEGIN SOLUTION
@@ -116,7 +116,7 @@ vectors = torch.tensor(
 print(F.normalize(vectors, dim=-1) @ F.normalize(vectors, dim=-1).T)  # every cosine, to check by hand
 
 
-# %% nbgrader={"grade": true, "grade_id": "q1_self_similarity", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q1_self_similarity", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 similarity = self_similarity(vectors, words)
 assert isinstance(similarity, dict), "a dict from word to self-similarity"
 assert set(similarity) == {"bank", "river"}, "only words occurring at least twice: 'money' occurs once"
@@ -141,7 +141,7 @@ got_h = self_similarity(scaled_h, ["a", "a", "a", "b"])
 assert set(got_h) == {"a"} and abs(got_h["a"] - representations.self_similarity(scaled_h, list("aaab"))["a"]) < 1e-6
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "q1_anisotropy", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q1_anisotropy", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 value = anisotropy(vectors, words)
 assert isinstance(value, float), "a Python float"
 # the pairs of different words: bank-river (6 pairs), bank-money (3), river-money (2)
@@ -201,7 +201,7 @@ for layer in (0, 6):
 # once, however long), a Python float.
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_intra_sentence_similarity", "locked": false, "schema_version": 3, "solution": true}
 def intra_sentence_similarity(vectors, sentence_ids):
     """(N, C) word vectors, the sentence of each -> the mean over sentences of each sentence's IntraSim."""
     ### BEGIN SOLUTION
@@ -215,7 +215,7 @@ def intra_sentence_similarity(vectors, sentence_ids):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q2_intra_sentence", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q2_intra_sentence", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 value = intra_sentence_similarity(vectors, [0, 0, 0, 1, 1, 1])
 assert isinstance(value, float), "a Python float"
 centre_0, centre_1 = vectors[:3].mean(0), vectors[3:].mean(0)
@@ -272,7 +272,7 @@ def loss_with_heads(batch, xi):
         return task_loss(tiny, batch)
 
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "answer_head_importance", "locked": false, "schema_version": 3, "solution": true}
 def head_importance(batches, n_layers, n_heads):
     """I_h = mean over batches of |dL/dxi_h| at xi = 1, each layer's row divided by its l2 norm: (n_layers, n_heads)."""
     ### BEGIN SOLUTION
@@ -296,7 +296,7 @@ def heads_to_prune(importance, n):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "q3_importance", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q3_importance", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 importance = head_importance(batches, 3, 4)
 assert isinstance(importance, torch.Tensor) and importance.shape == (3, 4), "one importance per head: (3, 4)"
 assert (importance >= 0).all(), "importances are absolute values"
@@ -313,7 +313,7 @@ for seed_h in range(3):
     assert torch.allclose(got_h, want_h, atol=1e-5), f"seed {seed_h}"
 ### END HIDDEN TESTS
 
-# %% nbgrader={"grade": true, "grade_id": "q3_prune", "points": 2}
+# %% nbgrader={"grade": true, "grade_id": "q3_prune", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 gates = heads_to_prune(torch.tensor([[0.5, 0.1, 0.9], [0.2, 0.8, 0.3]]), 3)
 assert isinstance(gates, torch.Tensor) and gates.shape == (2, 3), "one gate per head"
 assert gates.tolist() == [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]], f"prune 0.1, 0.2, 0.3 (any layer): {gates.tolist()}"
@@ -355,3 +355,6 @@ with torch.no_grad():
 #   remaining heads' ranks change? `minilm.analysis.pruning.iterative_pruning` does the whole loop.
 # - `minilm.analysis.pruning.prune_heads` removes the heads' weights for good: count the parameters of the tiny
 #   model before and after pruning 6 of its 12 heads, and check the outputs equal those of the gated model.
+
+# %% tags=["instructor"]
+# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

@@ -1,21 +1,33 @@
 """Instructor tools for the labs: build the student version, grade a submission, check a lab end to end.
 
-A lab is a jupytext pair (``labs/labNN_*.py`` + ``.ipynb``) holding the instructor's solution. It uses nbgrader's
-conventions, so it also works with nbgrader itself:
+A lab is a jupytext pair (``labs/labNN_*.py`` + ``.ipynb``) holding the instructor's solution, in nbgrader's format
+(markers and cell metadata), so nbgrader itself can release and autograde it too (see below); this module does the
+same without nbgrader's database and server parts:
 
-- ``### BEGIN SOLUTION`` / ``### END SOLUTION`` surround the solution inside a code cell; the student version
-  replaces the region by ``raise NotImplementedError()`` at the marker's indentation.
+- ``### BEGIN SOLUTION`` / ``### END SOLUTION`` surround the solution inside a solution cell,
+  ``# %% nbgrader={"grade": false, "grade_id": "answer_f", "locked": false, "schema_version": 3, "solution": true}``;
+  the student version replaces the region by ``raise NotImplementedError()`` at the marker's indentation.
 - ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS`` surround tests the student never sees; grading puts
   them back.
-- A graded test cell carries nbgrader metadata, ``# %% nbgrader={"grade": true, "grade_id": "q1", "points": 2}``;
-  it earns its points when it runs without an error.
+- A graded test cell carries ``# %% nbgrader={"grade": true, "grade_id": "q1", "locked": true, "points": 2,
+  "schema_version": 3, "solution": false}``; it earns its points when it runs without an error.
 - A cell tagged ``instructor`` (``# %% tags=["instructor"]``) is dropped from the student version.
+- A set-up cell (no solution region, not graded, using nothing a solution cell defines) must run: if it fails,
+  the report names it as the cause and ``grade`` exits 1.
+- ``labs/mistakes/<lab>.toml`` lists known-wrong answers (``[[mistake]]``: ``name``, ``right``, ``wrong``,
+  ``breaks``); ``check`` grades each and requires it to lose exactly the points of the questions in ``breaks``.
 
 Commands (``python -m minilm.labs --help``)::
 
     build LAB [--out DIR]           write the student version (.ipynb and .py) of LAB
     grade LAB SUBMISSION [--json F] run SUBMISSION with LAB's tests put back; print a per-question report
-    check [LAB ...]                 the solution scores full marks, the untouched student version scores zero
+    check [LAB ...] [--no-mistakes] the solution scores full marks, the untouched student version zero, and every
+                                    known-wrong answer loses exactly its questions' points
+
+With nbgrader (0.9, in the ``dev`` extra): in a course directory whose ``nbgrader_config.py`` reads
+``from minilm.labs import configure_nbgrader; c = get_config(); configure_nbgrader(c)``, copy
+``labs/labNN_*.ipynb`` to ``source/<assignment>/``, then run ``nbgrader generate_assignment <assignment> --create``
+and, on the collected ``submitted/<student>/<assignment>/``, ``nbgrader autograde <assignment> --create``.
 """
 
 from __future__ import annotations
