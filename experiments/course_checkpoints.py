@@ -4,7 +4,8 @@ of one CPU thread — longer than a notebook can — and saved in half precision
 
 - gpt:  ``--model gpt --objective clm``, 4 layers, d_model 192, byte-level BPE of 8,192 tokens; Hugging Face's GPT-2
   layout (config.json + model.safetensors) and the tokenizer's tokenizer.json;
-- bert: ``--model bert --objective mlm`` (no NSP), 4 layers, d_model 192, lowercased WordPiece of 8,192 tokens;
+- bert: ``--model bert --objective mlm`` (no NSP), 4 layers, d_model 192, sequences of 64 tokens, lowercased
+  WordPiece of 8,192 tokens;
   Hugging Face's BERT layout with the MLM head (``BertForMaskedLM``);
 - elmo: ``--model elmo --objective bilm``, the "tiny" biLM (character CNN, 2 LSTM layers of 512 cells projected to
   128 per direction), BPE of 8,192 tokens; minilm's own config.json + model.safetensors (ELMo has no Hugging Face
@@ -14,7 +15,7 @@ Each folder also holds ``minilm_run.json`` (the run's settings, for fine-tuning:
 After training, each saved checkpoint is reloaded (float32) and scored on the whole held-out split (the last 5% of
 each novel's paragraphs), beside the same model untrained. Load them with ``minilm.models.course_checkpoint(name)``.
 
-Run from a clean checkout (about 35 minutes on one core of a 2-core CPU)::
+Run from a clean checkout (about 30 minutes on one core of an idle 2-core CPU; an hour on a busy one)::
 
     python experiments/course_checkpoints.py                  # all three
     python experiments/course_checkpoints.py --models gpt     # one; the record keeps the others' entries
@@ -57,14 +58,14 @@ JOBS = {  # name -> (job, model overrides, train settings)
         dict(max_steps=1300, batch_size=16, lr=2e-3, warmup_steps=60),
     ),
     "bert": (
-        pretrain.PretrainConfig(model="bert", objective="mlm", size="tiny", vocab_size=8192, seq_len=128),
+        pretrain.PretrainConfig(model="bert", objective="mlm", size="tiny", vocab_size=8192, seq_len=64),
         {**WIDTH, "d_ff": 768},
-        dict(max_steps=1500, batch_size=32, lr=1e-3, warmup_steps=100),
+        dict(max_steps=1400, batch_size=32, lr=1e-3, warmup_steps=100),
     ),
     "elmo": (
         pretrain.PretrainConfig(model="elmo", objective="bilm", size="tiny", vocab_size=8192, seq_len=64),
         {},
-        dict(max_steps=1400, batch_size=16, lr=2e-3, warmup_steps=60),
+        dict(max_steps=1000, batch_size=16, lr=2e-3, warmup_steps=60),
     ),
 }
 EVAL_BATCH = 32
