@@ -81,28 +81,31 @@ def is_solution(cell) -> bool:
     return bool(_grade_meta(cell).get("solution")) or bool(SOLUTION.search(cell.source))
 
 
-def _defined_names(cells) -> set[str]:
-    """The top-level names the cells define (functions, classes, variables): what a student's answer provides."""
+def _parse(source: str) -> ast.Module:
+    try:
+        return ast.parse(source)
+    except SyntaxError:  # a broken cell (or IPython magic): it defines and uses nothing we can see
+        return ast.Module(body=[], type_ignores=[])
+
+
+def _bound_names(tree: ast.AST) -> set[str]:
+    """Every name the code binds, at any depth (functions, classes, imports, assignments, loop and comprehension
+    variables). Erring towards too many names only makes fewer cells count as set-up."""
     names = set()
-    for cell in cells:
-        try:
-            tree = ast.parse(cell.source)
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                names.add(node.name)
-            elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
     return names
 
 
-def _used_names(source: str) -> set[str]:
-    try:
-        return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
-    except SyntaxError:
-        return set()
+def _free_names(tree: ast.AST) -> set[str]:
+    """The names the code reads without binding them itself (a comprehension's variable is not a use)."""
+    loads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return loads - _bound_names(tree)
 
 
 def setup_sources(lab_nb) -> set[str]:
@@ -113,8 +116,9 @@ def setup_sources(lab_nb) -> set[str]:
     for cell in lab_nb.cells:
         if cell.cell_type != "code" or not cell.source.strip():
             continue
-        if is_graded(cell) or is_solution(cell) or _used_names(cell.source) & dependent:
-            dependent |= _defined_names([cell])
+        tree = _parse(cell.source)
+        if is_graded(cell) or is_solution(cell) or _free_names(tree) & dependent:
+            dependent |= _bound_names(tree)
         else:
             sources.add(cell.source.strip())
     return sources
