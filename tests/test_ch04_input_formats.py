@@ -39,3 +39,29 @@ def test_results_are_in_range(recorded):
         assert r["last_train_loss"] < r["first_train_loss"], f"{r['row']} did not learn"
         assert 0 < r["held_out_mlm_loss"] < r["first_train_loss"]
         assert 0 <= r["sst2_accuracy"] <= 1 and 0 <= r["snli_accuracy"] <= 1
+
+
+def test_the_table4_ladder_is_recorded_as_the_script_defines_it():
+    """experiments/ch04_data_and_steps.py: every row, on its corpora, for its multiple of the base steps; the epochs
+    recomputed from the tokens seen; losses that fell; accuracies in range."""
+    path = ROOT / "experiments" / "results" / "ch04_data_and_steps.json"
+    if not path.exists():
+        pytest.skip("run experiments/ch04_data_and_steps.py first")
+    sys.path.insert(0, str(ROOT))
+    from experiments.ch04_data_and_steps import PAPER, ROWS
+
+    results = json.loads(path.read_text())["results"]
+    base = results["setup"]["base_steps"]
+    rows = results["rows"]
+    assert [(r["row"], tuple(r["corpora"]), r["steps"], r["paper_row"]) for r in rows] == [
+        (row, corpora, multiple * base, paper) for row, corpora, multiple, paper in ROWS
+    ]
+    assert {r["paper_row"] for r in rows if r["paper_row"] in PAPER} == set(PAPER)
+    for r in rows:
+        assert r["tokens_seen"] == pytest.approx(r["steps"] * r["batch_size"] * r["mean_input_tokens"], rel=1e-3)
+        assert r["epochs"] == pytest.approx(r["tokens_seen"] / (r["n_examples"] * r["mean_input_tokens"]), abs=0.01)
+        assert r["last_train_loss"] < r["first_train_loss"], f"{r['row']} did not learn"
+        for key in ("sst2_accuracy", "snli_accuracy"):
+            assert 0.0 <= r[key] <= 1.0
+    small = [r for r in rows if r["corpora"] == ["wikitext"]]
+    assert len({r["n_examples"] for r in small}) == 1, "both small-data rows read the same corpus"
