@@ -184,6 +184,3 @@ assert (x.grad[:, 2:] == 0).all() and (x.grad[:, :2] != 0).any(), "gradients mus
 # - Time your module against `reference.MultiHeadAttention` (fused kernel) for T = 512. Where does the time go?
 # - Add a KV cache: keep the keys and values of earlier positions and compute only the newest query. Check that
 #   decoding token by token gives the same outputs as one causal pass.
-
-# %% tags=["instructor"]
-# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

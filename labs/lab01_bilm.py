@@ -243,6 +243,3 @@ assert all(torch.allclose(a, h.grad, atol=1e-5) for a, h in zip(grads_ours, inpu
 #   that low loss worthless?
 # - Train a ScalarMix on the frozen features of Chapter 1's biLM for POS tagging with and without `layer_norm`.
 #   Which layer gets the largest weight?
-
-# %% tags=["instructor"]
-# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

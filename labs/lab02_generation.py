@@ -364,6 +364,3 @@ for decode in (greedy_no_cache, greedy_with_cache):
 #   prompt) with an `attention_mask`; read `GPT.features` to see why the positions then count real tokens only.
 # - How much memory does the cache of GPT-2 small (12 layers, 12 heads of 64) take for a 1024-token context in
 #   float32? Compare with the model's 124M parameters.
-
-# %% tags=["instructor"]
-# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

@@ -339,6 +339,3 @@ for original, shown, label in zip(input_ids[row, :length], demo[0, :length], dem
 #   Wrap your function in a collate function and compare with `minilm.objectives.mlm.DynamicMasking`.
 # - SpanBERT (Joshi et al. 2020) masks contiguous spans of geometric length instead of single tokens. Add a
 #   `span` option that keeps the total masking budget at 15%.
-
-# %% tags=["instructor"]
-# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

@@ -427,6 +427,3 @@ print(f"best threshold {thresholds[best]}: F1 {curves[best]['f1']:.1f} (at tau =
 #   span over all windows. Write that, comparing null scores across windows.
 # - Replace the simulated logits by those of a model fine-tuned with
 #   `python -m minilm.finetune --task squad2 ...` (its `SpanKind.predict` uses `minilm.heads.best_span`).
-
-# %% tags=["instructor"]
-# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

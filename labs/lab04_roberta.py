@@ -425,6 +425,3 @@ print(f"masked tokens {[int((b['labels'] != -100).sum()) for b in micro]}: naive
 #   Which overfits first, and why does it need many epochs to show?
 # - Run `minilm.train.Trainer` with `grad_accum=4` with and without `counts=`, and compare the first step's
 #   gradient with `grad_accum=1`.
-
-# %% tags=["instructor"]
-# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

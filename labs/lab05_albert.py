@@ -462,6 +462,3 @@ print(f"{len(examples)} inputs of at most 64 tokens; label 1 in {labels.float().
 #   the SOP model solves NSP well (78.9%).
 # - The coin does not look at the text. Some swapped pairs still read naturally (a dialogue turn, a list): how
 #   many? Read twenty swapped inputs and guess their order yourself.
-
-# %% tags=["instructor"]
-# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

@@ -507,6 +507,3 @@ for name, grad in grads.items():
 #   happens to the discriminator's loss?
 # - The correct-sample rule in numbers: count, during training, the share of masked positions whose sample equals
 #   the original. How does it move as the generator learns?
-
-# %% tags=["instructor"]
-# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

@@ -570,6 +570,3 @@ print("minilm.generation.beam_search finds the same:", torch.equal(theirs[0], be
 #   four-word sequence? Is a larger K ever worse?
 # - Add a stop token to `our_beam_search`: a candidate ending with "." leaves the beams. Compare with
 #   `generation.beam_search(..., eos_token_id=7, length_penalty=...)` for a few length penalties.
-
-# %% tags=["instructor"]
-# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

@@ -649,6 +649,3 @@ assert (len(inputs), len(targets)) == (512, targets_length)
 #   was trained on? (Every one of them lands in the last bucket of its side.)
 # - Compare with an i.i.d. mask of 15% (`iid_noise_mask`): how many runs does a 512-token text get on average, and
 #   how long are its targets? Why are most of its runs a single token, and what does that cost in sentinels?
-
-# %% tags=["instructor"]
-# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters

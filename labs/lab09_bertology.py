@@ -355,6 +355,3 @@ with torch.no_grad():
 #   remaining heads' ranks change? `minilm.analysis.pruning.iterative_pruning` does the whole loop.
 # - `minilm.analysis.pruning.prune_heads` removes the heads' weights for good: count the parameters of the tiny
 #   model before and after pruning 6 of its 12 heads, and check the outputs equal those of the gated model.
-
-# %% tags=["instructor"]
-# ruff: noqa: E501 -- nbgrader's cell metadata (the `# %% nbgrader={...}` lines) is longer than 120 characters
