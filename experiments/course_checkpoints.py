@@ -4,8 +4,10 @@ of one CPU thread — longer than a notebook can — and saved in half precision
 
 - gpt:  ``--model gpt --objective clm``, 4 layers, d_model 192, byte-level BPE of 8,192 tokens; Hugging Face's GPT-2
   layout (config.json + model.safetensors) and the tokenizer's tokenizer.json;
-- bert: ``--model bert --objective mlm`` (no NSP), 4 layers, d_model 192, sequences of 64 tokens, lowercased
-  WordPiece of 8,192 tokens;
+- bert: ``--model bert --objective mlm`` (no NSP), 4 layers, d_model 128, lowercased WordPiece of 8,192 tokens;
+  short sequences (32 tokens) and more, cheaper steps: a masked position sees nothing of itself, so MLM must learn
+  to attend to its neighbours, which takes many steps (at width 192, 1,400 steps of 64-token sequences left it at
+  validation perplexity ~300, predicting frequent words everywhere); BERT's Adam (beta2 0.999, weight decay 0.01);
   Hugging Face's BERT layout with the MLM head (``BertForMaskedLM``);
 - elmo: ``--model elmo --objective bilm``, the "tiny" biLM (character CNN, 2 LSTM layers of 512 cells projected to
   128 per direction), BPE of 8,192 tokens; minilm's own config.json + model.safetensors (ELMo has no Hugging Face
@@ -50,7 +52,7 @@ from minilm.train.trainer import TrainConfig, default_collate  # noqa: E402
 from minilm.utils import reproducible, seed_all  # noqa: E402
 
 NAME = "course_checkpoints"
-WIDTH = dict(n_layers=4, n_heads=4, d_model=192)  # GPT and BERT: ~3.4M parameters with an 8k vocabulary
+WIDTH = dict(n_layers=4, n_heads=4, d_model=192)  # GPT: ~3.4M parameters with an 8k vocabulary
 JOBS = {  # name -> (job, model overrides, train settings)
     "gpt": (
         pretrain.PretrainConfig(model="gpt", objective="clm", size="tiny", vocab_size=8192, seq_len=128),
@@ -58,9 +60,9 @@ JOBS = {  # name -> (job, model overrides, train settings)
         dict(max_steps=1300, batch_size=16, lr=2e-3, warmup_steps=60),
     ),
     "bert": (
-        pretrain.PretrainConfig(model="bert", objective="mlm", size="tiny", vocab_size=8192, seq_len=64),
-        {**WIDTH, "d_ff": 768},
-        dict(max_steps=1400, batch_size=32, lr=1e-3, warmup_steps=100),
+        pretrain.PretrainConfig(model="bert", objective="mlm", size="tiny", vocab_size=8192, seq_len=32),
+        dict(n_layers=4, n_heads=2, d_model=128, d_ff=512),
+        dict(max_steps=3000, batch_size=64, lr=1e-3, warmup_steps=150, beta2=0.999, weight_decay=0.01),
     ),
     "elmo": (
         pretrain.PretrainConfig(model="elmo", objective="bilm", size="tiny", vocab_size=8192, seq_len=64),
