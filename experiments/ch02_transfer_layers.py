@@ -34,11 +34,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.common import begin, save_results  # noqa: E402
+from minilm.files import file_sha256  # noqa: E402
 from minilm.finetune import cli as finetune  # noqa: E402
 from minilm.finetune.config import DEFAULT_TRAIN as FINETUNE_TRAIN  # noqa: E402
 from minilm.finetune.config import FinetuneConfig  # noqa: E402
 from minilm.finetune.model import from_pretrained  # noqa: E402
 from minilm.models import course_run_dir  # noqa: E402
+from minilm.models.course import course_checkpoint_folder  # noqa: E402
 from minilm.train import checkpoint as ckpt  # noqa: E402
 from minilm.utils import reproducible  # noqa: E402
 
@@ -102,7 +104,8 @@ def main() -> None:
     n_eval = {task: rows[0][f"{task}_n_eval"] for task in TASKS}
     results = {
         "setup": {
-            "model": "the course GPT (checkpoints/course/gpt), 4 blocks",
+            "model": f"the course GPT (checkpoints/course/gpt), {n_layers} blocks",
+            "checkpoint_sha256": file_sha256(course_checkpoint_folder("gpt") / "model.safetensors"),
             "n_layers": n_layers,
             "lm_weight": LM_WEIGHT,
             "tasks": {task: {**job, **train} for task, (job, train) in TASKS.items()},
