@@ -6,7 +6,7 @@ forcing, features, generation) is :mod:`minilm.models.encoder_decoder`; checkpoi
 from .albert import ALBERT_PRESETS, Albert, AlbertConfig, albert_config
 from .bart import BART_PRESETS, Bart, BartConfig, bart_config
 from .bert import BERT_PRESETS, Bert, BertConfig, RobertaConfig
-from .course import COURSE_MODELS, CourseCheckpoint, course_checkpoint, course_run_dir
+from .course import COURSE_MODELS, CourseCheckpoint, course_checkpoint, course_run_dir, untrained_like
 from .distilbert import DISTILBERT_PRESETS, DistilBert, DistilBertConfig, distilbert_config, student_from_teacher
 from .electra import ELECTRA_PRESETS, Electra, ElectraConfig, ElectraPretraining, electra_config, generator_config
 from .gpt import GPT, GPT_PRESETS, GPTConfig, gpt_config
@@ -55,4 +55,5 @@ __all__ = [
     "gpt_config",
     "student_from_teacher",
     "t5_config",
+    "untrained_like",
 ]

@@ -116,15 +116,31 @@ def load_elmo(folder: str | Path, tokenizer: Tokenizer, dtype: torch.dtype = tor
     return model.eval()
 
 
-def course_run_dir(name: str, directory: str | Path, start: str | Path | None = None) -> Path:
+def untrained_like(checkpoint: CourseCheckpoint, seed: int = 0) -> nn.Module:
+    """The control of a course checkpoint: the same architecture (and, for ELMo, spelling of the same vocabulary)
+    with freshly initialised weights drawn with ``seed``, in eval mode."""
+    model = checkpoint.model
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        fresh = type(model)(model.config)
+    if isinstance(fresh, ELMo):
+        fresh.set_vocabulary([checkpoint.tokenizer.id_to_token(i) for i in range(checkpoint.tokenizer.vocab_size)])
+    return fresh.eval()
+
+
+def course_run_dir(
+    name: str, directory: str | Path, start: str | Path | None = None, *, untrained: bool = False, seed: int = 0
+) -> Path:
     """Write the course checkpoint ``name`` as a pretraining run directory (``checkpoints/step_N`` and
     ``tokenizer/``, as ``python -m minilm.train`` leaves one), for ``minilm.finetune``'s ``pretrained=``; return it.
-    The weights are the checkpoint's, in float32."""
+    The weights are the checkpoint's, in float32; ``untrained=True``: those of :func:`untrained_like` (``seed``),
+    saved as step 0 with the same tokenizer — the "without pretraining" row of an ablation."""
     from minilm.train.checkpoint import save_checkpoint  # the training side, needed only here
 
-    model, tokenizer, folder = course_checkpoint(name, start)
-    run = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+    checkpoint = course_checkpoint(name, start)
+    model = untrained_like(checkpoint, seed) if untrained else checkpoint.model
+    run = json.loads((checkpoint.folder / RUN_FILE).read_text(encoding="utf-8"))
     directory = Path(directory)
-    save_checkpoint(directory, run["steps"], model, config=run["config"], keep_last=None)
-    tokenizer.save(directory / "tokenizer")
+    save_checkpoint(directory, 0 if untrained else run["steps"], model, config=run["config"], keep_last=None)
+    checkpoint.tokenizer.save(directory / "tokenizer")
     return directory
