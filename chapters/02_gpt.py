@@ -53,7 +53,7 @@ from minilm.finetune.config import FinetuneConfig
 from minilm.finetune.kinds import TaskEncoder, task_kind
 from minilm.finetune.model import GPT_DELIM, GPT_EXTRACT, GPT_START, gpt_inputs
 from minilm.generation import top_k_filter, top_p_filter
-from minilm.models import GPT, GPTConfig
+from minilm.models import GPT, GPTConfig, course_checkpoint, course_run_dir
 from minilm.models.gpt import gpt_config
 from minilm.objectives.causal_lm import causal_lm_loss, language_model_blocks
 from minilm.recipes.gpt import clm_loss
@@ -228,37 +228,72 @@ print("checkpoints:", sorted(p.name for p in (run_dir / "checkpoints").glob("ste
 #   the smallest set of tokens whose probabilities add up to $p$ — few tokens where the model is sure, many where it
 #   is not.
 #
-# Here is what top-k and top-p keep of two next-token distributions of our model, one after a prompt where the
-# next token is nearly certain and one where it is wide open:
+# Our one-minute model is too unsure of everything to show the difference, so we look through a better one: the
+# course's own GPT (`minilm.models.course_checkpoint("gpt")`), the same recipe — 4 layers, width 192, a BPE
+# vocabulary of 8,192 tokens — pretrained on all 17 novels for about ten minutes of one CPU core by
+# `experiments/course_checkpoints.py` (its record holds the command, the commit and the validation perplexity).
+# Here is what top-k (k = 10) and top-p (p = 0.9) keep of its next-token distribution after a context where the next
+# token is nearly certain, and after one where it is wide open:
 
 # %%
-model.eval()
-contexts = {"after 'Mr.'": "said Mr", "after 'It was'": "It was"}
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.2))
-for ax, (title, text) in zip(axes, contexts.items(), strict=True):
-    with torch.no_grad():
-        next_logits = model(torch.tensor([tokenizer.encode(text, add_special_tokens=False)]))[0, -1]  # (V,)
-    probs, order = next_logits.softmax(-1).sort(descending=True)
-    kept_k = torch.isfinite(top_k_filter(next_logits, 10))[order][:40]
-    kept_p = torch.isfinite(top_p_filter(next_logits, 0.9))[order][:40]
-    colors = ["tab:green" if p else ("tab:orange" if k else "lightgray") for k, p in zip(kept_k, kept_p, strict=True)]
-    _ = ax.bar(range(40), probs[:40], color=colors)
-    ax.set(
-        title=f"{title}: top-p keeps {int(torch.isfinite(top_p_filter(next_logits, 0.9)).sum())} tokens",
-        xlabel="tokens by rank (first 40)",
-        ylabel="probability",
-    )
-axes[0].legend(
-    handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in ("tab:green", "tab:orange", "lightgray")],
-    labels=["kept by top-p 0.9 (and top-k)", "kept by top-k 10 only", "dropped by both"],
+course_gpt, course_tokenizer, _ = course_checkpoint("gpt")
+gpt_record = recorded_results("course_checkpoints").results["gpt"]
+print(
+    f"course GPT: {count_parameters(course_gpt):,} parameters, {gpt_record['steps']:,} steps of "
+    f"{gpt_record['train']['batch_size']} x {gpt_record['job']['seq_len']} tokens; held-out perplexity "
+    f"{gpt_record['validation']['perplexity']:.0f} (untrained: {gpt_record['untrained_validation']['perplexity']:,.0f})"
 )
-plt.tight_layout()
+K, P = 10, 0.9
+contexts = ["Mr. and Mrs", "It was"]  # the next token nearly certain (the period of "Mrs."); wide open
+KEPT = {  # (kept by top-k, kept by top-p) -> colour, legend
+    (True, True): ("tab:green", f"kept by both (top-k {K}, top-p {P})"),
+    (True, False): ("tab:orange", f"kept by top-k {K} only"),
+    (False, True): ("tab:blue", f"kept by top-p {P} only"),
+    (False, False): ("lightgray", "dropped by both"),
+}
+kept = {}
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), sharey=True)
+for ax, text in zip(axes, contexts, strict=True):
+    with torch.no_grad():
+        next_logits = course_gpt(torch.tensor([course_tokenizer.encode(text, add_special_tokens=False)]))[0, -1]  # (V,)
+    probs, order = next_logits.softmax(-1).sort(descending=True)
+    by_k = torch.isfinite(top_k_filter(next_logits, K))[order]  # by rank
+    by_p = torch.isfinite(top_p_filter(next_logits, P))[order]
+    kept[text] = {"top": course_tokenizer.decode([int(order[0])]), "p": float(probs[0]), "top_p": int(by_p.sum())}
+    colors = [KEPT[bool(k), bool(p)][0] for k, p in zip(by_k[:40], by_p[:40], strict=True)]
+    _ = ax.bar(range(40), probs[:40], color=colors)
+    ax.set(title=f"after {text!r}: top-p keeps {kept[text]['top_p']} tokens", xlabel="tokens by rank (first 40)")
+axes[0].set(ylabel="probability", ylim=(0, 1))
+fig.legend(
+    handles=[plt.Rectangle((0, 0), 1, 1, color=color) for color, _ in KEPT.values()],
+    labels=[label for _, label in KEPT.values()],
+    loc="upper center",
+    ncol=4,
+    fontsize=8,
+)
+plt.tight_layout(rect=(0, 0, 1, 0.9))
 plt.show()
+for text, k in kept.items():
+    print(
+        f"after {text!r}: most likely {k['top']!r} (p = {k['p']:.2f}); top-p {P} keeps {k['top_p']} tokens, top-k {K}"
+    )
+
+# %%
+peaked, wide = (kept[text] for text in contexts)
+assert peaked["p"] > 0.8 and peaked["top_p"] <= 3, "a peaked context: one token holds most of the mass"
+assert wide["p"] < 0.2 and wide["top_p"] > 100, "an open context: the mass spreads over many tokens"
+print(
+    "top-p keeps fewer than top-k in the peaked context, many more in the open one:",
+    peaked["top_p"] < K < wide["top_p"],
+)
 
 # %% [markdown]
-# Top-k keeps 10 tokens in both cases: after "Mr." most of them are noise; after "It was" the 11th token is as
-# reasonable as the 10th. Top-p adapts. Now all strategies side by side, continuing 16 prompts from the held-out
-# paragraphs by 40 tokens. Two numbers summarise the text:
+# Top-k keeps 10 tokens in both cases. In the peaked context that is nine tokens too many: the first holds almost all
+# the probability, so top-p 0.9 keeps it and hardly anything else, and sampling from top-k would now and then pick one
+# of the orange tokens the model itself considers unlikely. In the open context it is too few: after "It was" the
+# 11th token is as reasonable as the 10th, and top-p keeps them all — the blue bars, and many more beyond the first 40.
+# Top-p adapts. Now all strategies side by side, continuing 16 prompts from the held-out paragraphs of the
+# one-minute model by 40 tokens. Two numbers summarise the text:
 #
 # - **distinct-n** (Li et al. 2016): the fraction of distinct n-grams among all generated n-grams — low means
 #   the text repeats itself;
@@ -449,40 +484,62 @@ print("new token ids:", [gpt_tokenizer.token_to_id(t) for t in (GPT_START, GPT_D
 # %% [markdown]
 # Now the paper's ablation (Table 5) in miniature: fine-tune on SST-2 from the random initialisation ("Transformer
 # w/o pre-training"), from the pretrained model ("w/o aux LM", $\lambda = 0$), and with the auxiliary LM loss
-# ($\lambda = 0.5$). Live, with our 0.7M-parameter model on 1,000 SST-2 sentences:
+# ($\lambda = 0.5$). Live, with the course GPT of section 4 (pretrained ten minutes) and, for the first row, the same
+# architecture and tokenizer with freshly initialised weights (`course_run_dir(..., untrained=True)`), each fine-tuned
+# for 200 steps of 16 sentences (3,200 SST-2 training sentences) and scored on 300 sentences of GLUE's validation set:
+
+# %%
+FT_STEPS, FT_EXAMPLES, FT_LR, MARGIN = 200, 3200, 5e-4, 0.1
+live_rows = {
+    "w/o pre-training": (course_run_dir("gpt", run_dir / "course-untrained", untrained=True), 0.0),
+    "w/o aux LM (λ = 0)": (course_run_dir("gpt", run_dir / "course"), 0.0),
+    "full (λ = 0.5)": (run_dir / "course", 0.5),
+}
+sst2_eval = finetune.sample(load_task("sst2", "validation"), 300, finetune.EVAL_SEED)  # what the runs are scored on
+majority = max(sum(e.label for e in sst2_eval), sum(1 - e.label for e in sst2_eval)) / len(sst2_eval)
+print(f"majority class of the 300 test sentences: {majority:.3f}")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-checkpoints = sorted((run_dir / "checkpoints").glob("step_*"))
-live_rows = {
-    "w/o pre-training": (checkpoints[0], 0.0),
-    "w/o aux LM (λ = 0)": (checkpoints[-1], 0.0),
-    "full (λ = 0.5)": (checkpoints[-1], 0.5),
-}
 live_ablation = {}
-for row, (checkpoint, lm_weight) in live_rows.items():
+for row, (directory, lm_weight) in live_rows.items():
     job = FinetuneConfig(
         task="sst2",
-        pretrained=str(checkpoint),
+        pretrained=str(directory),
         lm_weight=lm_weight,
         max_length=48,
-        max_train_examples=1000,
+        max_train_examples=FT_EXAMPLES,
         max_eval_examples=300,
     )
     train = dataclasses.replace(
-        FINETUNE_TRAIN, max_steps=80, lr=1e-3, batch_size=16, warmup_steps=8, eval_every=0, progress=False
+        FINETUNE_TRAIN, max_steps=FT_STEPS, lr=FT_LR, batch_size=16, warmup_steps=10, eval_every=0, progress=False
     )
     live_ablation[row] = finetune.run(job, train, {})["metrics"]["accuracy"]
 print({row: round(acc, 3) for row, acc in live_ablation.items()})
 
 # %%
-assert all(0.3 < acc <= 1 for acc in live_ablation.values())
+pretrained_rows = ("w/o aux LM (λ = 0)", "full (λ = 0.5)")
+scratch_acc = live_ablation["w/o pre-training"]
+print(f"every row beats the majority class by more than {MARGIN}:", min(live_ablation.values()) > majority + MARGIN)
+print(
+    "pretrained rows minus the untrained control:",
+    {row: round(live_ablation[row] - scratch_acc, 2) for row in pretrained_rows},
+)
+no_gain = all(live_ablation[row] < scratch_acc + 0.029 for row in pretrained_rows)
+print("no pretrained row beats the control by one standard error (0.029) or more:", no_gain)
+assert min(live_ablation.values()) > majority + MARGIN and no_gain
 
 # %% [markdown]
-# Nothing to see live, and that is the lesson of scale: after 80 steps on 1,000 sentences all three classifiers
-# still answer with the majority class of the 300 test sentences (51.7%). A 0.7M-parameter model pretrained for a
-# minute has too little to transfer, and the new head has had too few steps to find it. The comparison needs the
-# bigger model and longer runs of the experiment script.
+# Every row now learns something: all three classifiers beat the majority class of the 300 test sentences by more than
+# ten points. But the pretrained rows do not beat the untrained control (the differences are printed above; one
+# standard error on 300 sentences is 2.9 points): on 3,200 labelled sentences the randomly initialised model learns
+# SST-2 at least as well, as in the recorded run below (250 steps on 4,000 sentences). With 100 steps on 1,600
+# sentences all three rows were within a few points of each other and of the majority class. Ten minutes of novels
+# (3.4M parameters, 2.7M tokens) put too little into the model that movie reviews can use: fine-tuning all its
+# parameters on the task learns as much from scratch. (A frozen-feature check, a linear head on each body's states,
+# favoured the pretrained body by 4 to 10 points in our trials: too unsteady on 300 sentences to assert.) The paper's
+# 14.8-point gain needs a model and a corpus large enough that what pretraining learns is far more than the task's own
+# data can teach.
 #
 # The experiment script runs the full miniature: the 5.3M-parameter model pretrained on all 17 novels, SST-2
 # (4,000 training sentences, 872 test sentences) and RTE (all 2,127 training pairs, 277 test pairs), each from the
@@ -535,8 +592,8 @@ print("live run removed:", not run_dir.exists())
 # - Pretraining lowers perplexity quickly; samples go from random tokens to locally fluent prose.
 # - Greedy decoding loops; sampling wanders; temperature, top-k and top-p trade the two, top-p adaptively.
 # - In the paper, task behaviour emerges from language modelling alone (zero-shot heuristics improve over
-#   pretraining) and pretraining is worth 14.8 points after fine-tuning. At our scale — 5.3M parameters, 1.2M tokens
-#   of novels — neither shows yet: transfer needs a model and a corpus big enough to have something to transfer.
+#   pretraining) and pretraining is worth 14.8 points after fine-tuning. At our scale — 3.4–5.3M parameters, 1–3M
+#   tokens of novels — neither shows: after fine-tuning, the untrained control does as well on SST-2.
 #
 # ## Exercises
 # 1. Train the live model twice as long (or with `n_layers=4`). How do the validation perplexity, the greedy loops
