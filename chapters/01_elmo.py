@@ -34,25 +34,28 @@
 # 1. the model (`minilm.models.ELMo`): characters in, a forward and a backward LSTM LM, one shared softmax;
 # 2. the biLM objective, and why each direction must not see the token it predicts;
 # 3. a small biLM trained on the course's Gutenberg novels for about a minute;
-# 4. the senses of "bank" and "play" in each of its layers — static layer 0 against the contextual layers;
-# 5. the scalar mix, and a frozen biLM as features for part-of-speech tagging on UD-EWT, layer by layer: a
+# 4. the senses of "bank" and "play" in each layer of the course's own, longer-trained ELMo — static layer 0 against
+#    the contextual layers, and against the same network untrained;
+# 5. the scalar mix, and the frozen biLM as features for part-of-speech tagging on UD-EWT, layer by layer: a
 #    miniature of the paper's §5.3 (Tables 5 and 6), live and from a longer recorded run.
 
 # %%
 import collections
 import re
 import warnings
+from types import SimpleNamespace
 
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
 import minilm.nn as mnn
-from minilm.analysis import layer_features, probe_layers, recorded_results, sense_vectors, standardize
+from minilm.analysis import probe_layers, recorded_results, standardize, subword_sense_vectors, word_layer_vectors
 from minilm.data import load_gutenberg, load_task
 from minilm.data.senses import WORD_SENSES
 from minilm.data.tasks import UPOS_TAGS
 from minilm.metrics import nearest_centroid_accuracy
+from minilm.models import course_checkpoint, untrained_like
 from minilm.models.elmo import ELMO_PRESETS, ELMo, ELMoConfig
 from minilm.objectives.bilm import bilm_loss
 from minilm.objectives.causal_lm import language_model_blocks
@@ -74,8 +77,9 @@ warnings.filterwarnings("ignore", message="LSTM with projections is not supporte
 # $$h_{k,0} = [x_k; x_k], \qquad h_{k,j} = [\overrightarrow{h}_{k,j}; \overleftarrow{h}_{k,j}] \quad (j = 1, 2).$$
 # Layer 0 is a **static** embedding — a function of the word's spelling only; layers 1 and 2 are **contextual**.
 #
-# The paper's biLM has 4096 LSTM cells projected to $d = 512$ and 2048 character filters (93.6M parameters without
-# the softmax). Ours is a few hundred times smaller, with a word-level softmax over the 2,000 most frequent words of
+# The paper's biLM has 4096 LSTM cells projected to $d = 512$ and 2048 character filters: 93.6M parameters without
+# the softmax as allennlp counts them, 93.7M below, because torch's LSTM keeps two bias vectors per layer where ELMo
+# has one. Ours is a few hundred times smaller, with a word-level softmax over the 2,000 most frequent words of
 # the corpus (all others share `<unk>`; the input still spells every word).
 
 # %%
@@ -117,7 +121,7 @@ print(f"{len(words):,} words, {len(types):,} types; the softmax vocabulary cover
 # $$p(t_1, \dots, t_N) = \prod_{k=1}^N p(t_k \mid t_1, \dots, t_{k-1})
 #   = \prod_{k=1}^N p(t_k \mid t_{k+1}, \dots, t_N).$$
 # ELMo trains both jointly, sharing the token representation $\Theta_x$ and the softmax $\Theta_s$ but not the LSTMs
-# (§3.1, eq. 1 of the paper), maximising
+# (§3.1 of the paper), maximising
 # $$\sum_{k=1}^N \Big( \log p(t_k \mid t_1, \dots, t_{k-1}; \Theta_x, \overrightarrow{\Theta}_{LSTM}, \Theta_s)
 #   + \log p(t_k \mid t_{k+1}, \dots, t_N; \Theta_x, \overleftarrow{\Theta}_{LSTM}, \Theta_s) \Big).$$
 #
@@ -164,8 +168,9 @@ print("backward LM at k >= 4 ignores tokens before 4:", torch.equal(backward[:, 
 # ## 3. Training a small biLM
 #
 # Blocks of 33 consecutive words, 32 per batch, AdamW with a short warm-up and gradient clipping; the last 2,048
-# words (the end of *Wuthering Heights*) are held out. About a minute on a laptop CPU: 200 steps read 200k words,
-# 5,000 times less text than the paper's biLM, so expect a perplexity in the hundreds, falling.
+# words (the end of *Wuthering Heights*) are held out. About a minute on a laptop CPU: 200 steps read 200k words.
+# The paper's biLM read ten epochs of the 1B Word Benchmark (about 0.8 billion tokens each), some 40,000 times more
+# (the cell below computes it), so expect a perplexity in the hundreds, falling.
 
 # %%
 blocks = language_model_blocks(stream, seq_len=32)  # (n, 33)
@@ -209,6 +214,8 @@ untrained = ELMo(CONFIG).eval()  # kept as a control: what the architecture give
 untrained_perplexity = perplexity(untrained)
 biLM, losses = train_bilm(steps=200)
 trained_perplexity = perplexity(biLM)
+words_read = 200 * 32 * 32  # steps x blocks x predicted words per block
+print(f"read {words_read:,} words; the paper's biLM ~{10 * 0.8e9:.0e}, {10 * 0.8e9 / words_read:,.0f} times more")
 print(f"training loss {losses[0]:.3f} -> {sum(losses[-20:]) / 20:.3f} (mean of the last 20 steps)")
 print(f"held-out perplexity: untrained {untrained_perplexity:.0f}, after 200 steps {trained_perplexity:.0f}")
 
@@ -224,15 +231,48 @@ plt.show()
 # ## 4. One word, many senses
 #
 # Now the point of it all. `minilm.data.senses` holds ten sentences for each of two senses of "bank" (river /
-# money) and of "play" (a theatre play / to play a game); we run the frozen biLM over them and take the word's vector
-# in each layer (`minilm.analysis.sense_vectors`: the biLM reads each sentence's characters, padding is dropped).
+# money) and of "play" (a theatre play / to play a game); we run a frozen biLM over them and take the word's vector
+# in each layer.
+#
+# A minute of training is too little for meaning, so from here on we use the course's own ELMo
+# (`minilm.models.course_checkpoint("elmo")`): the same design at minilm's "tiny" size — 256 character filters, two
+# layers of 512 LSTM cells projected to $d = 128$ per direction — pretrained by `experiments/course_checkpoints.py`
+# with `python -m minilm.train --model elmo --objective bilm`'s recipe on all 17 novels (its record, printed below,
+# holds the command, commit, steps and validation perplexity). It reads GPT-2-style BPE tokens rather than words —
+# each token spelled for the character CNN, a word's first token carrying the marker Ġ of a preceding space — and
+# its softmax predicts the next (previous) of 8,192 tokens. A word's vector is its first token's
+# (`minilm.analysis.subword_sense_vectors`). The control is the same network with freshly drawn weights
+# (`minilm.models.untrained_like`): what the architecture gives without training.
+
+# %%
+elmo = course_checkpoint("elmo")
+elmo_control = untrained_like(elmo)
+elmo_record = recorded_results("course_checkpoints").results["elmo"]
+perplexities = {key: elmo_record[key]["perplexity"] for key in ("validation", "untrained_validation")}
+print(
+    f"course ELMo: {count_parameters(elmo.model):,} parameters, {elmo_record['steps']:,} steps of "
+    f"{elmo_record['train']['batch_size']} blocks of {elmo_record['job']['seq_len']} tokens; held-out perplexity "
+    f"{perplexities['validation']:.0f} (untrained: {perplexities['untrained_validation']:,.0f})"
+)
+print(elmo.tokenizer.tokenize(WORD_SENSES["bank"]["river"][0]))
+
+
+def reading_tokens(biLM):
+    """The biLM seen as a model of sub-words: ``word_layer_vectors`` then feeds it the sentence's BPE token ids (each
+    spelled for the character CNN from the vocabulary's table) rather than whole words' characters."""
+    view = SimpleNamespace(config=SimpleNamespace(max_len=1024))
+    view.features = lambda ids, mask=None, token_type_ids=None, output_hidden_states=True: biLM.features(ids, mask)
+    return view
+
+
+def word_sense_vectors(biLM, word):
+    return subword_sense_vectors(reading_tokens(biLM), elmo.tokenizer, word, WORD_SENSES[word])
+
 
 # %%
 print({word: {sense: len(texts) for sense, texts in senses.items()} for word, senses in WORD_SENSES.items()})
 print(WORD_SENSES["bank"]["river"][0], "|", WORD_SENSES["bank"]["money"][0])
-
-
-vectors = {word: sense_vectors(biLM, word, WORD_SENSES[word]) for word in WORD_SENSES}
+vectors = {word: word_sense_vectors(elmo.model, word) for word in WORD_SENSES}
 bank_layers, _ = vectors["bank"]
 print("layer 0: 'bank' has one vector in all 20 sentences:", bool((bank_layers[0] == bank_layers[0][0]).all()))
 print("layer 1: 20 different vectors:", len(torch.unique(bank_layers[1], dim=0)))
@@ -252,7 +292,7 @@ for row, (word, (layers, labels)) in zip(axes, vectors.items(), strict=True):
         for label, colour in ((0, "tab:blue"), (1, "tab:orange")):
             _ = ax.scatter(*xy[labels == label].T, c=colour, label=f"{word} ({names[label]})", alpha=0.7)
         title = "layer 0 (static): one point" if j == 0 else f"layer {j} (contextual)"
-        ax.set(title=f"'{word}', {title}", xticks=[], yticks=[])
+        ax.set(title=f"'{word}', {title}", xticks=[], yticks=[], xlabel="principal component 1", ylabel="component 2")
     row[0].legend(loc="lower left", fontsize=8)
 plt.tight_layout()
 plt.show()
@@ -275,10 +315,7 @@ def sense_table(word_vectors_by_word):
 
 
 live_senses = sense_table(vectors)
-control_senses = sense_table({word: sense_vectors(untrained, word, WORD_SENSES[word]) for word in WORD_SENSES})
-
-# %%
-# NBVAL_IGNORE_OUTPUT
+control_senses = sense_table({word: word_sense_vectors(elmo_control, word) for word in WORD_SENSES})
 print("nearest-sense-centroid accuracy   layer 0   layer 1   layer 2")
 for name, table in (("trained", live_senses), ("untrained", control_senses)):
     for word, accuracies in table.items():
@@ -286,18 +323,21 @@ for name, table in (("trained", live_senses), ("untrained", control_senses)):
 
 # %%
 assert all(accuracies[0] == 0.5 for accuracies in live_senses.values()), "a static vector cannot tell senses apart"
+beats_control = {word: [live_senses[word][j] > control_senses[word][j] for j in (1, 2)] for word in WORD_SENSES}
+print("trained beats the untrained control in layers 1 and 2:", beats_control)
+assert all(all(wins) for wins in beats_control.values())
+assert live_senses["play"][2] >= 0.9, "the top layer separates the two 'play's"
 
 # %% [markdown]
-# What this shows, honestly. Layer 0 cannot separate anything: it is one point, the static embedding. The contextual
-# layers give every sentence its own vector, but after one minute of training their sense accuracies are noise
-# around chance — on this machine better than the **untrained** control's for one word and worse for the other. The
-# control's layers are not at chance either: a random LSTM still encodes the neighbouring words, and the senses come
-# with different neighbours ("the play" vs "to play"). Context alone is not understanding; only the comparison with
-# the control says what training added. The recorded run in section 6 trains the same biLM ten times longer: there
-# the top layer separates the two "play"s perfectly (the control: 0.72), while "bank" — whose senses share their
-# syntax ("the bank") and differ only in topic words — is separated only modestly (0.70, the control 0.60). The
-# paper's biLM, trained on a billion words, reaches 69.0 F1 on SemCor word-sense disambiguation with its second
-# layer against 67.4 with its first (Table 5): **higher layers carry more meaning**.
+# What this shows. Layer 0 cannot separate anything: it is one point, the static embedding. The contextual layers give
+# every sentence its own vector, and the trained biLM's separate the senses better than the **untrained** control's:
+# the two "play"s almost perfectly in the top layer, "bank" less well. The control's layers are not at chance either:
+# a random LSTM still encodes the neighbouring words, and the senses come with different neighbours ("the play" vs
+# "to play"); only the comparison with the control says what training added. "bank" is the harder word: its senses
+# share their syntax ("the bank") and differ only in topic words, which a small biLM trained on novels has seen little
+# of. With twenty sentences per word these are small samples (one sentence moves an accuracy by 0.05), but the
+# direction is the paper's: its biLM, trained on a billion words, reaches 69.0 F1 on SemCor word-sense disambiguation
+# with its second layer against 67.4 with its first (Table 5): **higher layers carry more meaning**.
 #
 # ## 5. The scalar mix
 #
@@ -328,34 +368,56 @@ print("parameters:", count_parameters(mix), "(3 weights and gamma)")
 # for word senses (Table 5) it is the other way round. Lower layers: syntax; higher layers: meaning.
 #
 # Our miniature: UD English-EWT's universal POS tags (17 of them), the course's train split (1,854 sentences,
-# 23k words) and EWT test (25k words). The biLM reads each sentence's characters (UD's words need no vocabulary),
-# its three layers are frozen features, standardised per dimension, and a linear tagger is trained on each layer
-# alone and on a ScalarMix of all three (`minilm.analysis.probe_layers`: Adam, five epochs over the training words).
+# 23k words) and EWT test (25k words). The course ELMo reads each sentence (its words joined by spaces, as BPE
+# tokens), a word's vector in each layer is its first token's, the three layers are frozen features, standardised
+# per dimension, and a linear tagger is trained on each layer alone and on a ScalarMix of all three
+# (`minilm.analysis.probe_layers`: Adam, five epochs over the training words) — for the trained biLM and for the
+# untrained control.
 
 # %%
-pos_data = {}
-for split in ("train", "test"):
-    examples = load_task("ud_pos", split)
-    tags = torch.tensor([UPOS_TAGS.index(t) for e in examples for t in e.tags])  # (n_tokens,)
-    pos_data[split] = (layer_features(biLM, [e.tokens for e in examples]), tags)
-(train_layers, train_tags), (test_layers, test_tags) = pos_data["train"], pos_data["test"]
-train_layers, test_layers = standardize(train_layers, test_layers)  # mean 0, std 1 per dimension (training stats)
-print(f"{len(train_tags):,} training and {len(test_tags):,} test words; features", tuple(test_layers[1].shape))
+pos_examples = {split: load_task("ud_pos", split) for split in ("train", "test")}
+pos_tags = {split: torch.tensor([UPOS_TAGS.index(t) for e in ex for t in e.tags]) for split, ex in pos_examples.items()}
+majority_tag = collections.Counter(t for e in pos_examples["test"] for t in e.tags).most_common(1)[0]
+majority_acc = majority_tag[1] / len(pos_tags["test"])
+print(f"{len(pos_tags['train']):,} training and {len(pos_tags['test']):,} test words")
+print(f"majority tag {majority_tag[0]!r}: accuracy {majority_acc:.3f}")
 
 
-# %%
-live_table = probe_layers(train_layers, train_tags, test_layers, test_tags, n_classes=len(UPOS_TAGS))
+def pos_probes(biLM):
+    """Accuracy on EWT test of a linear tagger on each frozen layer and on their ScalarMix (and the mix's weights)."""
+    train_layers, test_layers = (
+        word_layer_vectors(reading_tokens(biLM), elmo.tokenizer, [e.tokens for e in pos_examples[split]])
+        for split in ("train", "test")
+    )
+    train_layers, test_layers = standardize(train_layers, test_layers)  # mean 0, std 1 per dimension (training's)
+    return probe_layers(train_layers, pos_tags["train"], test_layers, pos_tags["test"], n_classes=len(UPOS_TAGS))
+
+
+live_table, control_table = pos_probes(elmo.model), pos_probes(elmo_control)
 live_pos = {name: row["accuracy"] for name, row in live_table.items()}  # "layer 0", "layer 1", "layer 2", "ScalarMix"
+control_pos = {name: row["accuracy"] for name, row in control_table.items()}
 live_weights = live_table["ScalarMix"]["weights"]
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+print(f"{'POS accuracy':12s} {'trained':>8s} {'untrained':>10s}")
 for name, accuracy in live_pos.items():
-    print(f"{name:10s} POS accuracy {accuracy:.3f}")
-print("ScalarMix weights s_j:", [round(s, 2) for s in live_weights])
+    print(f"{name:12s} {accuracy:8.3f} {control_pos[name]:10.3f}")
+print("ScalarMix weights s_j (trained):", [round(s, 2) for s in live_weights])
 
 # %%
-assert min(live_pos.values()) > 0.4, "every layer's linear tagger is far above the majority tag (NOUN, ~17%)"
+contextual = ("layer 1", "layer 2", "ScalarMix")
+print(
+    "trained beats the untrained control by more than 0.05 (contextual layers and mix):",
+    all(live_pos[name] > control_pos[name] + 0.05 for name in contextual),
+)
+print("every trained layer is far above the majority tag:", min(live_pos.values()) > majority_acc + 0.3)
+print(
+    "the trained mix is as good as its best layer:",
+    live_pos["ScalarMix"] > max(live_pos[f"layer {j}"] for j in range(3)) - 0.01,
+)
+assert all(live_pos[name] > control_pos[name] + 0.05 for name in contextual)
+assert min(live_pos.values()) > majority_acc + 0.3
 assert live_pos["ScalarMix"] > max(live_pos[f"layer {j}"] for j in range(3)) - 0.01, "the mix is as good as any layer"
 
 # %% [markdown]
@@ -384,16 +446,17 @@ fig, axes = plt.subplots(1, 2, figsize=(11, 3.2))
 for ax, name in zip(axes, ("untrained", "trained"), strict=True):
     accuracies = [results[name]["pos"][r]["accuracy"] for r in rows]
     _ = ax.bar(rows, accuracies, color=["tab:gray", "tab:blue", "tab:blue", "tab:green"])
-    ax.set(title=f"POS tagging from a frozen {name} biLM", ylabel="EWT test accuracy", ylim=(0.5, 0.9))
+    ax.set(title=f"POS tagging from a frozen {name} biLM", ylabel="EWT test accuracy", ylim=(0, 1))
 plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# **Reading the tables honestly.** The live minute of training is too short to help: its layers tag *worse* than
-# the untrained control's layers do in the recorded table (a random character CNN already keeps much of a word's
-# spelling; an early biLM has not yet learned to use it); the ScalarMix, leaning on layer 0, is its best tagger.
-# With ten times the training (the recorded run) every contextual layer overtakes the control, and the learned
-# ScalarMix is the best tagger, as in the paper. But the miniature does **not** reproduce the paper's ordering for
+# **Reading the tables honestly.** The course ELMo (BPE tokens, 1,000 steps) and the recorded run (section 3's
+# word-level biLM, 2,000 steps) agree: trained, every contextual layer tags better than the same layer of the untrained
+# control, and the learned ScalarMix is the best tagger, as in the paper. Layer 0 is the exception in the course
+# ELMo's table: a random character CNN already keeps much of a word's spelling, which is what a tagger of unseen
+# words needs, and training spent its filters on what the language model needs instead. But the miniature does
+# **not** reproduce the paper's ordering for
 # syntax: here the *top* layer tags best. The paper's biLM read a billion words (ours: a few million) on top of a
 # 2048-filter character CNN; its top layer has specialised in what the LM needs beyond syntax, while ours is still
 # the most-trained summary of the context (it also receives layer 1 through the residual connection). And a linear
@@ -405,8 +468,9 @@ plt.show()
 # - Static embeddings give a word one vector; ELMo's are functions of the sentence, read from a pretrained biLM.
 # - The biLM is two language models, forward and backward, sharing the character CNN and the softmax; each
 #   direction predicts a token it has not seen (the shift), and the loss is the sum of both directions' NLL.
-# - Layer 0 (characters) is static: one point per word. Trained longer, the LSTM layers separate the senses of
-#   "play" (the top layer best) and, weakly, of "bank"; the untrained control shows how much is context alone.
+# - Layer 0 (characters) is static: one point per word. Trained (the course ELMo), the LSTM layers separate the
+#   senses of "play" (the top layer best) and, less well, of "bank", better than the untrained control, which shows
+#   how much is context alone.
 # - A task uses the frozen layers through $\gamma \sum_j s_j h_{k,j}$; on UD-EWT POS tagging the mix beats every
 #   single layer. The paper's "lower layer = syntax" finding needs a far bigger biLM than minutes of CPU can train.
 #
@@ -415,8 +479,9 @@ plt.show()
 #    separates it best, in the trained and in the untrained biLM?
 # 2. Replace the nearest-centroid accuracy by a within- vs between-sense cosine similarity. Why do raw cosines of
 #    LSTM states sit close to 1, and what does centring the vectors first change?
-# 3. Train the biLM for 600 steps instead of 200 and re-run the POS probes. Does the gap between layer 1 and
-#    layer 2 change? Run `python experiments/ch01_elmo_layers.py` for the longer picture.
+# 3. Train the live biLM for 600 steps instead of 200 and probe it (`word_layer_vectors` reads its words' characters
+#    directly). How far is it from the course ELMo? Run `python experiments/ch01_elmo_layers.py` for the longer
+#    picture.
 # 4. Probe with `mnn.ScalarMix(3, layer_norm=True)` on the un-standardised features. Which layer gets the largest
 #    weight $s_j$, and does the answer change with training?
 # 5. The forward LM alone is a GPT-style language model. Compare the held-out perplexity of each direction
