@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from minilm.files import file_sha256
 from minilm.finetune.model import from_pretrained
+from minilm.models.course import course_checkpoint_folder
 from minilm.train.pretrain import main as pretrain_main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,3 +74,5 @@ def test_recorded_rows_are_one_per_k_within_range():
     assert [r["blocks_transferred"] for r in rows] == [None, *range(n_layers + 1)]
     for row in rows:
         assert 0.0 <= row["sst2_accuracy"] <= 1.0 and 0.0 <= row["snli_accuracy"] <= 1.0
+    weights = course_checkpoint_folder("gpt", ROOT) / "model.safetensors"
+    assert results["setup"]["checkpoint_sha256"] == file_sha256(weights), "the course GPT changed: rerun the experiment"
