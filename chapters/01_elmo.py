@@ -37,7 +37,9 @@
 # 4. the senses of "bank" and "play" in each layer of the course's own, longer-trained ELMo — static layer 0 against
 #    the contextual layers, and against the same network untrained;
 # 5. the scalar mix, and the frozen biLM as features for part-of-speech tagging on UD-EWT, layer by layer: a
-#    miniature of the paper's §5.3 (Tables 5 and 6), live and from a longer recorded run.
+#    miniature of the paper's §5.3 (Tables 5 and 6), live and from a longer recorded run;
+# 6. how a task model uses ELMo (where it enters, its regularisers, Tables 2 and 3), its sample efficiency, and
+#    ELMo against GPT and BERT.
 
 # %%
 import collections
@@ -60,6 +62,7 @@ from minilm.models.elmo import ELMO_PRESETS, ELMo, ELMoConfig
 from minilm.objectives.bilm import bilm_loss
 from minilm.objectives.causal_lm import language_model_blocks
 from minilm.utils import count_parameters, reproducible
+from minilm.widgets import plot_scalar_mix, scalar_mix_explorer
 
 reproducible(seed=0, threads=1)
 warnings.filterwarnings("ignore", message="LSTM with projections is not supported")  # torch's slower path: fine
@@ -421,6 +424,22 @@ assert min(live_pos.values()) > majority_acc + 0.3
 assert live_pos["ScalarMix"] > max(live_pos[f"layer {j}"] for j in range(3)) - 0.01, "the mix is as good as any layer"
 
 # %% [markdown]
+# The mix's weights are what a task learns. Move them yourself: one slider per layer weight $w_j$ (softmax-normalised
+# into $s_j$, by `minilm.nn.ScalarMix`'s own forward pass) and one for $\gamma$, beside the tagging accuracy of each
+# single layer and of the learned mix (`minilm.widgets.scalar_mix_explorer`). The figure below it shows the learned
+# weights, for a reader without a kernel.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+accuracies = [live_pos[f"layer {j}"] for j in range(3)]
+scalar_mix_explorer(torch.tensor(live_weights).log(), accuracies=accuracies, mix_accuracy=live_pos["ScalarMix"])
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+_ = plot_scalar_mix(axes, torch.tensor(live_weights).log(), accuracies=accuracies, mix_accuracy=live_pos["ScalarMix"])
+plt.show()
+
+# %% [markdown]
 # ### The recorded, longer run
 #
 # `experiments/ch01_elmo_layers.py` runs the same model and probes with 10x the training (2,000 steps, about twelve
@@ -463,6 +482,36 @@ plt.show()
 # probe on 23k words is a weak tagger: the paper's taggers reach 0.97. What the miniature shows reliably: a static
 # vector is one point per word, contextual layers separate uses and tag better once trained, and a learned mix is
 # at least as good as the best single layer — which is why ELMo mixes rather than picks.
+
+# %% [markdown]
+# ## 7. Using ELMo in a task model
+#
+# Peters et al. (§3.3) add ELMo to an existing supervised model without changing it. The task model's lowest layer
+# already maps each token $k$ to a context-independent vector $\mathbf{x}_k$ (a GloVe vector, a character CNN). ELMo
+# is frozen; the task learns only its mix, $\mathrm{ELMo}_k^{task} = \gamma^{task} \sum_j s_j^{task}
+# \mathbf{h}_{k,j}^{LM}$ (Eq. 1), and the mixed vector joins the model in one or two places:
+#
+# - at the input, $[\mathbf{x}_k; \mathrm{ELMo}_k^{task}]$ replaces $\mathbf{x}_k$ before the task's own biLSTM;
+# - at the output, $[\mathbf{h}_k; \mathrm{ELMo}_k^{task}]$ replaces the task biLSTM's state $\mathbf{h}_k$ (with
+#   its own weights $s'$, $\gamma'$), which helped SNLI and SQuAD, whose models put attention after the biLSTM.
+#
+# Table 3 of the paper compares the places: input only 85.1 / 88.9 / 84.7 (SQuAD F1, SNLI accuracy, SRL F1),
+# input and output 85.6 / 89.5 / 84.3, output only 84.8 / 88.7 / 80.9. Two regularisers matter: dropout on the ELMo
+# vectors, and in some tasks a penalty $\lambda\|\mathbf{w}\|_2^2$ on the mix's weights before the softmax, which
+# pulls the $s_j$ towards an average of all layers. Table 2 measures the choice of layers: the top layer alone gives
+# 84.7 / 89.1 / 84.1 against a baseline without ELMo of 80.8 / 88.1 / 81.6; all layers with $\lambda = 1$ (nearly
+# an equal average) 85.0 / 89.3 / 84.6; all layers with a small $\lambda = 0.001$ (weights free to differ) 85.2 /
+# 89.5 / 84.8. Learning which layers to use beats taking the top one.
+#
+# **Sample efficiency** (§5.4, Figure 1). Without ELMo, the SRL model reached its best development F1 after 486
+# epochs; with ELMo it passed that score after 10. With 1% of the training data, the ELMo model matched the
+# baseline trained on 10%. Pretrained representations matter most where labelled data is scarce.
+#
+# **ELMo against GPT and BERT.** ELMo's pretraining is cheap to use: the biLM is frozen, computed once per sentence,
+# and any architecture can read its vectors. But its two directions are trained separately and only joined at the
+# top (a shallow concatenation), the task still needs its own deep model on top, and LSTMs run token by token.
+# GPT (Chapter 2) and BERT (Chapter 3) fine-tune the whole pretrained Transformer with a thin head, so the
+# pretrained layers themselves adapt to the task, and BERT conditions every layer on both directions at once.
 #
 # ## Summary
 # - Static embeddings give a word one vector; ELMo's are functions of the sentence, read from a pretrained biLM.
@@ -473,6 +522,8 @@ plt.show()
 #   how much is context alone.
 # - A task uses the frozen layers through $\gamma \sum_j s_j h_{k,j}$; on UD-EWT POS tagging the mix beats every
 #   single layer. The paper's "lower layer = syntax" finding needs a far bigger biLM than minutes of CPU can train.
+# - In a task model, ELMo joins the input ($[\mathbf{x}_k; \mathrm{ELMo}_k]$) and sometimes the output of the task's
+#   own biLSTM, with dropout and a small $\lambda\|\mathbf{w}\|^2$; it pays most where labels are few.
 #
 # ## Exercises
 # 1. Add a third sense group of your own ("bark", "light", "fair") with ten sentences per sense. Which layer
