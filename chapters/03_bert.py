@@ -39,7 +39,8 @@
 # 5. fine-tuning on four kinds of task, each with its own metric, and what a well-pretrained body (all-MiniLM-L6-v2)
 #    brings against the same body from scratch;
 # 6. miniatures of the paper's ablations (Table 5: MLM vs left-to-right, with and without NSP; Table 7:
-#    feature-based vs fine-tuning), and a fully trained BERT-family model for comparison.
+#    feature-based vs fine-tuning; Table 6: model size), and a fully trained BERT-family model for comparison;
+# 7. BERT's sizes and recipe, how it differs from GPT, why it cannot generate, and the benchmark tasks.
 
 # %%
 import collections
@@ -72,6 +73,7 @@ from minilm.train.checkpoint import save_checkpoint
 from minilm.train.pretrain import PretrainConfig, split_documents
 from minilm.train.trainer import TrainConfig, Trainer
 from minilm.utils import count_parameters, reproducible
+from minilm.widgets import masking_explorer, plot_masking
 
 reproducible(seed=0, threads=1)
 
@@ -154,6 +156,20 @@ fig, ax = plt.subplots(figsize=(6, 2.2))
 _ = ax.barh(list(rates), [float(r) for r in rates.values()], color=["tab:gray", "tab:blue", "tab:orange", "tab:green"])
 ax.invert_yaxis()
 ax.set(xlabel="rate", xlim=(0, 1), title="BERT's corruption, measured")
+plt.show()
+
+# %% [markdown]
+# What the model sees of one sentence, under settings of your choosing: move the masking rate, the 80/10/10 split
+# and the seed (`minilm.widgets.masking_explorer` runs the same `mask_tokens`). The figure below it draws the
+# paper's settings for a reader without a kernel.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+masking_explorer(tokenizer, sentences[row], seed=0)
+
+# %%
+fig, ax = plt.subplots(figsize=(9, 3))
+_ = plot_masking(ax, tokenizer, sentences[row], mask_prob=0.15, seed=0)
 plt.show()
 
 # %% [markdown]
@@ -661,6 +677,61 @@ print("best frozen features:", max(frozen_rows, key=frozen_rows.get))
 # of the single layers (embeddings, last, second-to-last) is within noise.
 
 # %% [markdown]
+# ### Table 6 in miniature: model size
+#
+# BERT's Table 6 pretrains six sizes from $(L, H, A) = (3, 768, 12)$ to $(24, 1024, 16)$ for the same steps: each
+# step up in size lowers the held-out MLM perplexity (5.84 to 3.23) and raises every fine-tuned accuracy, "even for
+# MRPC which only has 3,600 labeled training examples". `experiments/ch03_model_size.py` does the same for four
+# tiny BERTs (0.3M to 4.3M parameters) on WikiText, the same vocabulary, batches and 400 steps for each, then
+# fine-tunes each on SST-2 and MRPC:
+
+# %%
+sizes = recorded_results("ch03_model_size")
+print(sizes.describe())
+size_rows = sizes.results["rows"]
+mrpc_labels = [e.label for e in load_task("mrpc", "validation")]  # the split the runs were scored on
+mrpc_majority = max(sum(mrpc_labels), len(mrpc_labels) - sum(mrpc_labels)) / len(mrpc_labels)
+print(f"\n{'size':16s} {'parameters':>10s} {'held-out ppl':>12s} {'SST-2':>6s} {'MRPC':>6s}")
+for r in size_rows:
+    print(f"{r['row']:16s} {r['parameters'] / 1e6:9.2f}M {r['held_out_perplexity']:12.1f} {r['sst2_accuracy']:6.3f} "
+          f"{r['mrpc_accuracy']:6.3f}")  # fmt: skip
+print(f"MRPC's majority class: {mrpc_majority:.3f}")
+print("\nthe paper's Table 6 (L, H, A: held-out ppl, MNLI-m, MRPC, SST-2):")
+for p in sizes.results["paper"]:
+    print(f"  ({p['L']:2d}, {p['H']:4d}, {p['A']:2d}): {p['ppl']:.2f}, {p['mnli']}, {p['mrpc']}, {p['sst2']}")
+
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.2))
+params = [r["parameters"] / 1e6 for r in size_rows]
+_ = axes[0].plot(params, [r["held_out_perplexity"] for r in size_rows], "o-")
+axes[0].set(xscale="log", xlabel="parameters (millions)", ylabel="held-out MLM perplexity", ylim=(0, None))
+for task, label in (("sst2", "SST-2"), ("mrpc", "MRPC")):
+    _ = axes[1].plot(params, [r[f"{task}_accuracy"] for r in size_rows], "o-", label=label)
+axes[1].axhline(mrpc_majority, color="gray", linestyle=":", label="MRPC majority class")
+axes[1].set(xscale="log", xlabel="parameters (millions)", ylabel="dev accuracy", ylim=(0, 1))
+axes[1].legend()
+for ax in axes:  # one labelled tick per model
+    ax.minorticks_off()
+    ax.set_xticks(params, [f"{n:.2f}M" for n in params])
+plt.suptitle("Miniature of BERT's Table 6: model size (recorded)")
+plt.tight_layout()
+plt.show()
+
+# %%
+ppl = [r["held_out_perplexity"] for r in size_rows]
+print("the largest model has the lowest held-out perplexity:", ppl[-1] == min(ppl))
+print("the larger models beat the smallest on SST-2 by over 10 points:",
+      min(r["sst2_accuracy"] for r in size_rows[1:]) > size_rows[0]["sst2_accuracy"] + 0.1)  # fmt: skip
+print("no size beats MRPC's majority class by 2 points:",
+      all(r["mrpc_accuracy"] < mrpc_majority + 0.02 for r in size_rows))  # fmt: skip
+
+# %% [markdown]
+# Perplexity falls with size, and SST-2 rises from 0.56 to 0.76 as the model grows from 0.3M to 1.4M parameters
+# (the 4.3M model is no better on SST-2 after the same 400 steps: a larger model needs more steps to use its
+# size). MRPC does not reproduce: every size predicts about the majority class. The paper's point about MRPC was
+# that a *pretrained* large model transfers to a small task; these models have read 0.8M tokens, not 3.3 billion,
+# and have too little to transfer to a paraphrase task of 3,668 pairs.
+
+# %% [markdown]
 # ## 8. What a fully trained BERT-family model does
 #
 # For contrast, a real checkpoint: **all-MiniLM-L6-v2** (Wang et al. 2020's MiniLM distilled from a BERT-family
@@ -700,6 +771,57 @@ print("live run removed:", not run_dir.exists())
 # for a minute, has nothing comparable to offer: its mechanisms are all here and run, its results need the scale —
 # ten minutes already fill blanks sensibly (section 5), and a body pretrained at scale fine-tunes in 30 steps to what
 # the same body from scratch cannot reach (section 6).
+
+# %% [markdown]
+# ## 9. BERT's sizes, recipe and tasks
+#
+# **Sizes.** BERT-base: $L = 12$ layers, $H = 768$, $A = 12$ heads, 110M parameters (chosen to match GPT);
+# BERT-large: $L = 24$, $H = 1024$, $A = 16$, 340M. The feed-forward width is $4H$.
+#
+# **Pretraining** (Appendix A.2): BooksCorpus (800M words) and English Wikipedia (2,500M words, text passages only);
+# batches of 256 sequences of 512 tokens (128,000 tokens) for 1,000,000 steps, about 40 epochs over the 3.3 billion
+# words; Adam with learning rate 1e-4, $\beta_1 = 0.9$, $\beta_2 = 0.999$, L2 weight decay 0.01, warm-up over the
+# first 10,000 steps then linear decay; dropout 0.1; GELU. To save time, 90% of the steps use sequences of 128
+# tokens and the last 10% sequences of 512, which is how the position embeddings learn the long positions.
+#
+# **Fine-tuning** (Appendix A.3): most settings stay; the search is over batch size {16, 32}, learning rate {5e-5,
+# 3e-5, 2e-5} and epochs {2, 3, 4}, picking the best on the development set. Large datasets are insensitive to the
+# choice; small ones (MRPC, RTE) are not, and the paper reruns BERT-large with several restarts there.
+#
+# **BERT and GPT differ in more than direction** (§A.4). GPT read BooksCorpus (800M words); BERT read it and
+# Wikipedia (3.3B). GPT met [SEP] and [CLS] only at fine-tuning; BERT learns them, and the sentence A/B embeddings,
+# in pretraining. GPT trained on batches of 32,000 words, BERT 128,000, both for 1M steps. GPT used one
+# fine-tuning learning rate (5e-5) for every task; BERT picks one per task. Table 5's "LTR & No NSP" row trains a
+# left-to-right model with BERT's data and recipe to separate the direction from these differences.
+#
+# **Why BERT cannot generate text.** A causal LM factorises $P(x_1 \dots x_T) = \prod_t P(x_t \mid x_{<t})$, so
+# sampling one token at a time is exact. MLM predicts each masked token from both sides, $P(x_i \mid
+# \mathbf{x}_{\setminus \text{masked}})$, and treats the masked tokens as independent given the rest. It defines
+# no distribution over whole sequences to sample from left to right, and its predictions for two masked
+# neighbours can disagree ("New [MASK] [MASK]" → "New York Francisco"). Iterative re-masking schemes exist, but
+# BERT is an encoder; BART and T5 (Chapters 7–8) add the decoder.
+#
+# ### The benchmark tasks
+#
+# GLUE (Wang et al. 2018) bundles nine English tasks. Single sentences: **CoLA** (is it grammatical? Matthews
+# correlation), **SST-2** (movie review sentiment). Pairs: **MRPC** (are two news sentences paraphrases?), **QQP**
+# (are two Quora questions duplicates?), **STS-B** (similarity from 0 to 5, Pearson/Spearman), **MNLI** (entailment,
+# contradiction or neutral, across genres), **QNLI** (does a Wikipedia sentence answer the question? made from
+# SQuAD), **RTE** (small entailment set), **WNLI** (Winograd schemas; BERT predicts the majority class, since every
+# system did worse). The course has SST-2, CoLA, STS-B, MRPC, RTE and SNLI.
+#
+# **SQuAD v1.1 and v2.0.** Fine-tuning adds a start vector $S$ and an end vector $E$. Token $i$ starts the answer
+# with probability $\mathrm{softmax}_i(S \cdot T_i)$, and a span $i..j$ ($j \ge i$) scores $S \cdot T_i + E \cdot
+# T_j$. SQuAD 2.0 adds questions with no answer in the passage: "no answer" is the span that starts and ends at
+# [CLS], with score $s_{null} = S \cdot C + E \cdot C$. BERT answers with the best real span $\hat s_{i,j}$ only
+# when $\hat s_{i,j} > s_{null} + \tau$, where the threshold $\tau$ is tuned on the development set to maximise F1.
+# `minilm.heads.SpanExtractionHead` trains it, and `minilm.heads.best_span` decodes with a `null_threshold` $\tau$
+# (Lab 3b writes the decoding).
+#
+# **Multiple choice (SWAG, COPA).** Each of the $k$ choices is appended to the context to make $k$ sequences, and a
+# vector $V$ scores each one's [CLS] state, $V \cdot C_i$ (`minilm.heads.MultipleChoiceHead`). A softmax over the $k$
+# scores is trained with cross-entropy on the right one. The course's COPA (which of two causes or effects is more
+# plausible) is fine-tuned this way by `python -m minilm.finetune --task copa`.
 #
 # ## Summary
 # - A Transformer encoder sees both sides at every layer; MLM makes it trainable: predict 15% of the tokens, shown
@@ -713,7 +835,7 @@ print("live run removed:", not run_dir.exists())
 #   (all-MiniLM-L6-v2) does: after 30 steps of SST-2 it is far above both the majority class and the same body from
 #   scratch, and its frozen features tag parts of speech far above the majority tag. Table 7's pattern appears in
 #   the miniature too: fine-tuning beats frozen features, and the last four layers together are the best frozen
-#   choice.
+#   choice. Table 6's does for perplexity and SST-2 (bigger is better), not for MRPC, where no size learns.
 #
 # ## Exercises
 # 1. Pretrain with `replace_prob=1.0` (always [MASK]; pass a `MaskingConfig` with it to `DynamicMasking`) and compare
@@ -728,4 +850,8 @@ print("live run removed:", not run_dir.exists())
 #    same with the mini-BERT's mean-pooled states.
 #
 # **Lab 3** (`labs/lab03_mlm_masking.ipynb`): write BERT's masking function — selection, 80/10/10, special tokens,
-# whole words — graded statistically against `minilm.objectives.mlm`.
+# whole words — graded statistically against `minilm.objectives.mlm`, and exactly where a statistic cannot see a
+# mistake.
+#
+# **Lab 3b** (`labs/lab03b_squad_decoding.ipynb`): from a model's start/end logits to an answer text — the best span
+# with SQuAD 2.0's no-answer rule, character offsets — and the official EM/F1, graded against `minilm`.
