@@ -238,6 +238,18 @@ def test_decoding_labels_come_from_a_tokenizer(next_logits):
     assert view.tokens == ["d", "a", "#5"]
 
 
+def test_decoding_labels_are_a_tokenizers_text_quoted(next_logits):
+    class ByteLevel:
+        def id_to_token(self, i):
+            return "Ġ" + VOCAB[i]  # byte-level BPE's raw token: a leading space as "Ġ"
+
+        def decode(self, ids):
+            return "" if ids == [5] else " " + VOCAB[ids[0]]  # id 5 decodes to nothing: its token instead
+
+    view = decoding_explorer(next_logits, ByteLevel(), n=3).current()
+    assert view.tokens == ["' d'", "' a'", "Ġ" + VOCAB[5]]
+
+
 def test_plot_decoding_draws_one_bar_per_token(next_logits):
     fig, ax = plt.subplots()
     view = plot_decoding(ax, next_logits, VOCAB, temperature=1.0, top_k=2, top_p=None, n=5)

@@ -54,9 +54,16 @@ class DecodingView:
 
 
 def _labeller(vocab_or_tokens, vocab_size: int):
-    """id -> label: a tokenizer's ``id_to_token``, or a list with one label per logit."""
+    """id -> label: a tokenizer's text for the id (``decode([i])`` quoted, so that a leading space shows, instead of
+    byte-level BPE's raw "Ġ"; else ``id_to_token``), or a list with one label per logit."""
     if hasattr(vocab_or_tokens, "id_to_token"):
-        return lambda i: vocab_or_tokens.id_to_token(i) or f"#{i}"  # an id the vocabulary lacks: by its number
+        tokenizer = vocab_or_tokens
+
+        def label(i: int) -> str:
+            text = tokenizer.decode([i]) if hasattr(tokenizer, "decode") else ""
+            return repr(text) if text else tokenizer.id_to_token(i) or f"#{i}"  # an unknown id: by its number
+
+        return label
     labels = list(vocab_or_tokens)
     if len(labels) != vocab_size:
         raise ValueError(
