@@ -57,6 +57,7 @@ import torch
 import torch.nn.functional as F
 
 from minilm.analysis import recorded_results
+from minilm.analysis.attention import attention_maps
 from minilm.data import TASKS, Document, load_gutenberg, load_task
 from minilm.finetune.cli import EVAL_SEED, sample
 from minilm.finetune.cli import run as finetune
@@ -73,7 +74,7 @@ from minilm.train.checkpoint import save_checkpoint
 from minilm.train.pretrain import PretrainConfig, split_documents
 from minilm.train.trainer import TrainConfig, Trainer
 from minilm.utils import count_parameters, reproducible
-from minilm.widgets import masking_explorer, plot_masking
+from minilm.widgets import attention_explorer, attention_grid, masking_explorer, plot_masking
 
 reproducible(seed=0, threads=1)
 
@@ -551,7 +552,8 @@ for k, (name, scores) in enumerate(table5["table"].items()):
     )
 ax.set_xticks([i + 1.5 * width for i in range(len(headline))], [f"{t} ({m})" for t, m in headline.items()])
 ax.set(ylim=(0, 1), title="Table 5 in miniature (recorded)")
-ax.legend(fontsize=8, loc="lower left")
+ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside the bars, not over them
+plt.tight_layout()
 plt.show()
 
 # %%
@@ -761,6 +763,23 @@ for i in range(1, 4):
 # %%
 assert similarity[0, 1] > 0.7 > 0.3 > similarity[0, 2] > 0.1 > 0 > similarity[0, 3], "the checkpoint's known cosines"
 print("food ~ bread > food ~ horse > food ~ baby:", bool(similarity[0, 1] > similarity[0, 2] > similarity[0, 3]))
+
+# %% [markdown]
+# Where does it look? Its attention maps on a sentence pair, `[CLS] A [SEP] B [SEP]`, by layer and head: move the
+# sliders to find heads that look at the previous token, at [CLS] or [SEP], or within one sentence of the pair.
+# The grid below shows a few of them for a reader without a kernel; Chapter 9 measures the patterns over many
+# sentences.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+pair = tokenizer(["The cat sat on the mat."], pairs=["It had eaten the fish."], return_tensors="pt")
+pair_tokens = [tokenizer.id_to_token(i) for i in pair.input_ids[0].tolist()]
+pair_maps = attention_maps(sentence_model, pair.input_ids, pair.attention_mask, token_type_ids=pair.token_type_ids)
+attention_explorer(pair_maps[:, 0], pair_tokens, name="all-MiniLM-L6-v2")  # (L, nh, T, T) of the one pair
+
+# %%
+fig = attention_grid(pair_maps[:, 0], pair_tokens, layers=[0, 3, 5], heads=[0, 2, 7], size=2.4)
+plt.show()
 
 # %%
 shutil.rmtree(run_dir)  # the live run's checkpoints served their purpose: leave no files behind
