@@ -22,7 +22,6 @@ Writes experiments/results/ch03_model_size.json (read by chapters/03_bert.py).
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import tempfile
@@ -31,9 +30,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.ch04_input_formats import SEQ_LEN, TOKENS_PER_STEP, downstream, pretrain  # noqa: E402
+from experiments.ch04_input_formats import (  # noqa: E402
+    SEQ_LEN,
+    TOKENS_PER_STEP,
+    downstream,
+    finetune_setup,
+    ladder_arguments,
+    pretrain,
+)
 from experiments.common import begin, save_results  # noqa: E402
-from minilm.data import load_task  # noqa: E402
 from minilm.recipes.bert import MaskedLMConfig, masked_lm_examples  # noqa: E402
 from minilm.train.pretrain import PretrainConfig, build_tokenizer, load_documents, split_documents  # noqa: E402
 from minilm.utils import reproducible  # noqa: E402
@@ -53,12 +58,7 @@ FORMAT, OBJECTIVE = "full_sentences", "mlm"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=400, help="pretraining steps per model")
-    parser.add_argument("--finetune-steps", type=int, default=150, help="fine-tuning steps per task")
-    parser.add_argument("--train-examples", type=int, default=4000, help="fine-tuning examples per task")
-    parser.add_argument("--eval-examples", type=int, default=1000, help="evaluation examples per task")
-    args = parser.parse_args()
+    args = ladder_arguments(__doc__, 400, "pretraining steps per model", 150)
     begin()
     reproducible(seed=0, threads=1)
     started = time.perf_counter()
@@ -85,7 +85,6 @@ def main() -> None:
             rows.append(result)
             print({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}, flush=True)
 
-    n_eval = {task: min(args.eval_examples, len(load_task(task, "validation"))) for task in TASKS}
     results = {
         "setup": {
             "corpus": "wikitext-2 valid+test, last 5% of each article's paragraphs held out",
@@ -96,14 +95,7 @@ def main() -> None:
             "pretrain_steps": args.steps,
             "tokens_per_step": TOKENS_PER_STEP,
             "held_out_examples": len(held_out[0]),
-            "finetune": {
-                "steps": args.finetune_steps,
-                "train_examples": args.train_examples,
-                "eval_examples": n_eval,
-                "lr": 5e-4,
-                "max_length": TASKS,
-            },
-            "accuracy_standard_error": {t: round(math.sqrt(0.6 * 0.4 / n), 3) for t, n in n_eval.items()},
+            **finetune_setup(args, TASKS),
             "seconds": round(time.perf_counter() - started),
         },
         "paper": [{"L": L, "H": H, "A": A, **v} for (L, H, A), v in PAPER.items()],

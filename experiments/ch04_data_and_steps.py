@@ -23,8 +23,6 @@ Writes experiments/results/ch04_data_and_steps.json (read by chapters/04_roberta
 
 from __future__ import annotations
 
-import argparse
-import math
 import sys
 import tempfile
 import time
@@ -32,9 +30,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.ch04_input_formats import MODEL, SEQ_LEN, TASKS, TOKENS_PER_STEP, downstream, pretrain  # noqa: E402
+from experiments.ch04_input_formats import (  # noqa: E402
+    MODEL,
+    SEQ_LEN,
+    TASKS,
+    TOKENS_PER_STEP,
+    downstream,
+    finetune_setup,
+    ladder_arguments,
+    pretrain,
+)
 from experiments.common import begin, save_results  # noqa: E402
-from minilm.data import load_task  # noqa: E402
 from minilm.recipes.bert import MaskedLMConfig, masked_lm_examples  # noqa: E402
 from minilm.train.pretrain import PretrainConfig, build_tokenizer, load_documents, split_documents  # noqa: E402
 from minilm.utils import reproducible  # noqa: E402
@@ -58,12 +64,7 @@ FORMAT, OBJECTIVE = "full_sentences", "mlm"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=300, help="N, the base number of pretraining steps")
-    parser.add_argument("--finetune-steps", type=int, default=120, help="fine-tuning steps per task")
-    parser.add_argument("--train-examples", type=int, default=4000, help="fine-tuning examples per task")
-    parser.add_argument("--eval-examples", type=int, default=1000, help="evaluation examples per task")
-    args = parser.parse_args()
+    args = ladder_arguments(__doc__, 300, "N, the base number of pretraining steps", 120)
     begin()
     reproducible(seed=0, threads=1)
     started = time.perf_counter()
@@ -98,7 +99,6 @@ def main() -> None:
             rows.append(result)
             print({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}, flush=True)
 
-    n_eval = {task: min(args.eval_examples, len(load_task(task, "validation"))) for task in TASKS}
     results = {
         "setup": {
             "corpora": "wikitext-2 valid+test (120 articles) and the 17 Gutenberg novels; the last 5% of each "
@@ -109,14 +109,7 @@ def main() -> None:
             "base_steps": args.steps,
             "tokens_per_step": TOKENS_PER_STEP,
             "held_out_examples": {name: len(examples) for name, (examples, _) in held_out.items()},
-            "finetune": {
-                "steps": args.finetune_steps,
-                "train_examples": args.train_examples,
-                "eval_examples": n_eval,
-                "lr": 5e-4,
-                "max_length": TASKS,
-            },
-            "accuracy_standard_error": {t: round(math.sqrt(0.6 * 0.4 / n), 3) for t, n in n_eval.items()},
+            **finetune_setup(args, TASKS),
             "seconds": round(time.perf_counter() - started),
         },
         "paper": {row: {**v, "squad": list(v["squad"])} for row, v in PAPER.items()},

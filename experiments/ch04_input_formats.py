@@ -64,6 +64,7 @@ MODEL = dict(n_layers=2, d_model=128, n_heads=4, d_ff=512)  # tiny BERT: ~0.9M p
 SEQ_LEN = 128
 TOKENS_PER_STEP = 16 * SEQ_LEN  # every format sees about as many tokens per optimizer step
 TASKS = {"sst2": 64, "snli": 96}  # downstream task -> max_length
+FINETUNE_LR = 5e-4
 
 
 @torch.no_grad()
@@ -124,19 +125,41 @@ def downstream(run_dir: Path, task: str, max_length: int, steps: int, n_train: i
         task=task, pretrained=str(run_dir), max_length=max_length, max_train_examples=n_train, max_eval_examples=n_eval
     )
     train = dataclasses.replace(
-        FINETUNE_TRAIN, max_steps=steps, warmup_steps=steps // 10, lr=5e-4, eval_every=0, progress=False,
+        FINETUNE_TRAIN, max_steps=steps, warmup_steps=steps // 10, lr=FINETUNE_LR, eval_every=0, progress=False,
         run_dir=str(run_dir.parent / f"{run_dir.name}-{task}"),
     )  # fmt: skip
     return finetune(job, train, {})["metrics"]["accuracy"]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=300, help="pretraining steps per format")
-    parser.add_argument("--finetune-steps", type=int, default=120, help="fine-tuning steps per task")
+def ladder_arguments(doc: str, steps: int, steps_help: str, finetune_steps: int) -> argparse.Namespace:
+    """The options of every tiny-BERT experiment that pretrains rows and fine-tunes each (this script's, Table 4's
+    and Table 6's): pretraining steps, fine-tuning steps and the task samples' sizes."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=steps, help=steps_help)
+    parser.add_argument("--finetune-steps", type=int, default=finetune_steps, help="fine-tuning steps per task")
     parser.add_argument("--train-examples", type=int, default=4000, help="fine-tuning examples per task")
     parser.add_argument("--eval-examples", type=int, default=1000, help="evaluation examples per task")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def finetune_setup(args: argparse.Namespace, tasks: dict[str, int]) -> dict:
+    """The fine-tuning part of a record's setup, and each task's noise floor: the binomial standard error of an
+    accuracy near 0.6 on its evaluation sample."""
+    n_eval = {task: min(args.eval_examples, len(load_task(task, "validation"))) for task in tasks}
+    return {
+        "finetune": {
+            "steps": args.finetune_steps,
+            "train_examples": args.train_examples,
+            "eval_examples": n_eval,
+            "lr": FINETUNE_LR,
+            "max_length": tasks,
+        },
+        "accuracy_standard_error": {t: round(math.sqrt(0.6 * 0.4 / n), 3) for t, n in n_eval.items()},
+    }
+
+
+def main() -> None:
+    args = ladder_arguments(__doc__, 300, "pretraining steps per format", 120)
     begin()
     reproducible(seed=0, threads=1)
     started = time.perf_counter()
@@ -158,7 +181,6 @@ def main() -> None:
             rows.append(result)
             print({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}, flush=True)
 
-    n_eval = {task: min(args.eval_examples, len(load_task(task, "validation"))) for task in TASKS}
     results = {
         "setup": {
             "corpus": "wikitext-2 valid+test, last 5% of each article's paragraphs held out",
@@ -166,15 +188,7 @@ def main() -> None:
             "pretrain_steps": args.steps,
             "tokens_per_step": TOKENS_PER_STEP,
             "held_out_examples": len(held_out[0]),
-            "finetune": {
-                "steps": args.finetune_steps,
-                "train_examples": args.train_examples,
-                "eval_examples": n_eval,
-                "lr": 5e-4,
-                "max_length": TASKS,
-            },
-            # binomial standard error of an accuracy near 0.6 on the evaluation sample: the noise floor
-            "accuracy_standard_error": {t: round(math.sqrt(0.6 * 0.4 / n), 3) for t, n in n_eval.items()},
+            **finetune_setup(args, TASKS),
             "seconds": round(time.perf_counter() - started),
         },
         "rows": rows,
