@@ -20,6 +20,7 @@ steps, validation perplexity, each file's sha256) is ``experiments/results/cours
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 from pathlib import Path
 from typing import NamedTuple
@@ -30,7 +31,7 @@ from torch import nn
 
 from minilm.files import CheckpointError, atomic_write_bytes, atomic_write_text
 from minilm.models.elmo import ELMo, ELMoConfig
-from minilm.models.hf import from_pretrained
+from minilm.models.pretrained import HF_PACKAGE
 from minilm.tokenizers import Tokenizer
 
 COURSE_MODELS = ("gpt", "bert", "elmo")
@@ -79,7 +80,8 @@ def load_course_folder(folder: str | Path, dtype: torch.dtype = torch.float32) -
     if json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8")).get("model_type") == ELMO_MODEL_TYPE:
         model = load_elmo(folder, tokenizer, dtype)
     else:
-        model = from_pretrained(folder, tokenizer, dtype=dtype)
+        hf = importlib.import_module(HF_PACKAGE)  # by name, as PretrainedMixin does: hf imports the model files
+        model = hf.from_pretrained(folder, tokenizer, dtype=dtype)
     return CourseCheckpoint(model, tokenizer, folder)
 
 
