@@ -165,8 +165,9 @@ bart = bart_from_bert(bert).eval()
 ids = torch.tensor([tokenizer.encode("It was the best of times, it was the worst of times.")])
 with torch.no_grad():
     difference = (bart.encode(ids).last_hidden_state - bert.features(ids).last_hidden_state).abs().max()
-print(f"BART's encoder vs BERT: largest difference {difference:.1e}; {count_parameters(bart) / 1e6:.1f}M parameters")
-assert difference < 1e-4
+print(f"BART's encoder equals BERT (largest difference below 1e-5): {bool(difference < 1e-5)}")  # float noise only
+print(f"{count_parameters(bart) / 1e6:.1f}M parameters")
+assert difference < 1e-5
 
 # %% [markdown]
 # ## 2. Five ways to corrupt a document

@@ -356,9 +356,10 @@ question = Seq2SeqExample("q", "question: what colour is the kite ? context: the
 batch = kind.collate(kind.encode_examples([question], encoder))
 beams = reader.body.generate(batch["input_ids"], batch["attention_mask"], max_new_tokens=4, num_beams=3,
                                    num_return_sequences=3)  # fmt: skip
+beam_answers = [qa_tokenizer.decode(ids.tolist()) for ids in beams]  # best first
 print(question.source)
-for ids in beams:
-    print("   ", repr(qa_tokenizer.decode(ids.tolist())))
+print("the three beams' answers (alphabetically: their scores are close, and the order of near-ties can change from")
+print("one CPU to another):", sorted(beam_answers))
 
 # %% [markdown]
 # ## 6. Multi-task training: how to mix the tasks
