@@ -14,6 +14,7 @@ from minilm.models.bert import Bert, BertConfig
 from minilm.objectives.mlm import MaskingConfig, StaticMaskedDataset, masked_positions, mlm_loss
 from minilm.objectives.nsp import nsp_loss
 from minilm.train.config import ConfigError
+from minilm.train.distributed import exit_process
 from minilm.train.trainer import LossOutput, TrainConfig, Trainer, TrainingError
 
 VOCAB, MASK_ID, PAD_ID = 40, 4, 0
@@ -265,6 +266,7 @@ def ddp_first_step(rank: int, port: int, out: str) -> None:
     units = t._micro_batches(0)[1]
     torch.save({"grad": first_gradient(t), "losses": t.last_losses, "units": units}, f"{out}/rank{rank}.pt")
     torch.distributed.destroy_process_group()
+    exit_process(0)  # as the CLIs end a torchrun process: past gloo's teardown, which can abort it
 
 
 def test_two_processes_give_the_big_batch_gradient_with_uneven_counts(tmp_path):

@@ -1,7 +1,6 @@
 """``python -m minilm.finetune``: fine-tuning from the command line (see ``--help``)."""
 
-import sys
-
 from minilm.finetune.cli import main
+from minilm.train.distributed import exit_process
 
-sys.exit(main())
+exit_process(main())  # under torchrun, past gloo's teardown (see exit_process)
