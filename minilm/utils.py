@@ -35,3 +35,13 @@ def seed_all(seed: int) -> None:
 def count_parameters(module, trainable_only: bool = False) -> int:
     """Number of scalar parameters in ``module`` (works on the meta device: nothing is allocated)."""
     return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+
+
+def format_count(n: int) -> str:
+    """A parameter count for people: "3.40M" or "1.20B" from a million up, the exact "1,538" below (a frozen body's
+    head must not read "0.00M")."""
+    if n >= 1_000_000_000:
+        return f"{n / 1e9:.2f}B"
+    if n >= 1_000_000:
+        return f"{n / 1e6:.2f}M"
+    return f"{n:,}"

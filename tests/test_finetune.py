@@ -4,6 +4,7 @@ import dataclasses
 import json
 import math
 import random
+import re
 import subprocess
 import sys
 
@@ -188,9 +189,10 @@ def test_pretrained_body_and_tokenizer_are_loaded(pretrained_run):
     assert body.tokenizer.backend.get_vocab() == Tokenizer.load(pretrained_run / "tokenizer").backend.get_vocab()
 
 
-def test_fine_tuning_a_frozen_pretrained_body_trains_only_the_head(tmp_path, pretrained_run):
+def test_fine_tuning_a_frozen_pretrained_body_trains_only_the_head(tmp_path, pretrained_run, capsys):
     code, results = finetune(tmp_path, "sst2", f"--pretrained={pretrained_run}", "freeze_body=true", "lr=1e-2")
     assert code == 0
+    header = re.search(r"with run@2: (\S+) trainable parameters", capsys.readouterr().out)
     assert results["pretrained"] == str(ckpt.find_checkpoint(pretrained_run)) and results["name"] == "run@2"
     before = safetensors.torch.load_file(ckpt.find_checkpoint(pretrained_run) / "model.safetensors")
     after = safetensors.torch.load_file(ckpt.find_checkpoint(tmp_path) / "model.safetensors")
@@ -198,6 +200,8 @@ def test_fine_tuning_a_frozen_pretrained_body_trains_only_the_head(tmp_path, pre
     # unchanged, but for GPT's start/delimiter/extract tokens: 3 rows appended to the token embedding
     assert all(torch.equal(after[f"body.{k}"][: len(v)], v) for k, v in before.items() if f"body.{k}" in after)
     assert len(after["body.embedding.token.weight"]) == len(before["embedding.token.weight"]) + 3
+    head = sum(t.numel() for k, t in after.items() if not k.startswith("body."))
+    assert header and header[1] == f"{head:,}", "the head's exact count, not 0.00M"
     pretrained_vocab = Tokenizer.load(pretrained_run / "tokenizer").backend.get_vocab()
     vocab = Tokenizer.load(tmp_path / "tokenizer").backend.get_vocab()
     assert {k: v for k, v in vocab.items() if k not in pretrained_vocab} == {

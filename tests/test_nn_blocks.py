@@ -15,7 +15,7 @@ from minilm.nn import (
     padding_mask,
 )
 from minilm.nn.blocks import reorder_cache
-from minilm.utils import count_parameters
+from minilm.utils import count_parameters, format_count
 
 D, H, FF = 16, 4, 32
 
@@ -108,6 +108,8 @@ def test_transformer_base_parameter_counts_on_meta_device():
     norm = 2 * 512
     assert count_parameters(encoder_layer) == attention + ffn + 2 * norm == 3_152_384
     assert count_parameters(decoder_layer) == 2 * attention + ffn + 3 * norm == 4_204_032
+    assert format_count(count_parameters(encoder_layer)) == "3.15M"  # how the CLIs print a count
+    assert format_count(1538) == "1,538" and format_count(110_000_000_000) == "110.00B"  # a head is not "0.00M"
     assert count_parameters(gpt_layer) == count_parameters(encoder_layer) == count_parameters(torch_layer)
     assert count_parameters(encoder) == 6 * 3_152_384 + norm
     assert next(encoder.parameters()).device.type == "meta"

@@ -45,6 +45,7 @@ from minilm.train.cli import exit_code, models_help, parse_command_line, setting
 from minilm.train.device import resolve_device
 from minilm.train.registry import ModelEntry
 from minilm.train.trainer import TrainConfig, Trainer, to_device
+from minilm.utils import count_parameters, format_count
 
 EVAL_SEED = 0  # the evaluation sample is the same for every run, whatever its training seed
 
@@ -180,7 +181,7 @@ def run(job: FinetuneConfig, train: TrainConfig, model_overrides: dict, resume: 
     if resume is not None:
         print(f"resumed from {resume} at step {trainer.resume(resume)}")
     if trainer.dist.is_main:
-        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        trainable = count_parameters(model, trainable_only=True)
         n_train = sum(len(data[name]["train"]) for name in kinds)
         how = first.name
         if rates:
@@ -188,7 +189,7 @@ def run(job: FinetuneConfig, train: TrainConfig, model_overrides: dict, resume: 
         print(
             f"{'+'.join(kinds)} ({how}, {body.input_format} inputs, {pooling} pooling, features={job.features}"
             f"{f', lm_weight={job.lm_weight}' if job.lm_weight else ''}) with {run_name(job, body)}: "
-            f"{trainable / 1e6:.2f}M trainable parameters, {n_train:,} training examples; "
+            f"{format_count(trainable)} trainable parameters, {n_train:,} training examples; "
             f"device {trainer.device}, {trainer.dtype}"
         )
         for name, n in cut.items():  # a cut target (long tag sequences) teaches, and scores, fewer tags
