@@ -346,3 +346,16 @@ def test_fine_tuning_settings_are_one_error_line(args, message, tmp_path):
     done = _cli("minilm.finetune", "--task", "sst2", "progress=false", *args, f"run_dir={tmp_path / 'run'}")
     _one_error_line(done, 2, message)
     assert not (tmp_path / "run").exists()
+
+
+def test_the_sst2_sentences_corpus_is_the_training_split_without_labels():
+    from minilm.data import load_task
+    from minilm.train.pretrain import load_documents
+
+    (document,) = load_documents("sst2-sentences")
+    assert document.paragraphs == [e.text for e in load_task("sst2", "train")]
+    # GLUE's dev sentences (the course's test split) are other reviews: none is, or is inside, a training phrase,
+    # but for two of two and three tokens ("bad .", "very bad .")
+    training_text = "\n".join(document.paragraphs)
+    seen = [e.text for e in load_task("sst2", "test") if e.text in training_text]
+    assert len(seen) <= 2 and all(len(text.split()) <= 3 for text in seen), seen

@@ -45,7 +45,7 @@ from minilm.train.registry import (
 from minilm.train.trainer import TrainConfig, Trainer, default_collate
 from minilm.utils import seed_all
 
-BUILTIN_CORPORA = ("gutenberg", "wikitext", "tinyshakespeare")
+BUILTIN_CORPORA = ("gutenberg", "wikitext", "tinyshakespeare", "sst2-sentences")
 
 
 @dataclass
@@ -53,7 +53,7 @@ class PretrainConfig:
     model: str = "gpt"  # a registered model (see the list below)
     size: str = "tiny"  # a size preset of the model (see the list below)
     objective: str = "clm"  # a registered objective (see the list below)
-    corpus: str = "gutenberg"  # "gutenberg", "wikitext", "tinyshakespeare", or a .txt file or folder of .txt files
+    corpus: str = "gutenberg"  # gutenberg, wikitext, tinyshakespeare, sst2-sentences, or .txt file(s) (a folder)
     vocab_size: int = 8192  # size of the tokenizer trained on the corpus
     seq_len: int = 128  # tokens per training example (at most the model's max_len)
     validation_fraction: float = 0.05  # the last paragraphs of each document held out for validation
@@ -88,6 +88,9 @@ def load_documents(corpus: str):
         return data.load_wikitext("valid") + data.load_wikitext("test")
     if corpus == "tinyshakespeare":
         return [data.load_tiny_shakespeare()]
+    if corpus == "sst2-sentences":  # movie-review text: SST-2's training sentences, their labels dropped
+        sentences = [example.text for example in data.load_task("sst2", "train")]
+        return [data.Document("SST-2 training sentences", sentences)]
     path = Path(corpus)
     if not path.exists():
         raise ConfigError(f"corpus {corpus!r} is neither one of {', '.join(BUILTIN_CORPORA)} nor an existing path")
