@@ -87,7 +87,9 @@ def load_sst2(split: str = "train") -> list[SentenceExample]:
     """SST-2 sentiment (lower-cased, tokenized phrases). Labels: 0 negative, 1 positive. Metric: accuracy.
 
     train = ``train.tsv`` (60,614) and validation = ``dev.tsv`` (6,735): a split of GLUE train;
-    test = ``test.tsv`` (872): the labelled GLUE dev set.
+    test = ``test.tsv`` (872): the labelled GLUE dev set. GLUE's training phrases are the nodes of parse trees, so
+    most validation phrases also occur inside training phrases: score against published numbers on test (GLUE dev
+    sentences are other reviews).
     """
     name = _for_split("sst2", {"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}, split)
     rows = tsv_rows("sst2", name, 2, header=True)
