@@ -619,11 +619,10 @@ def sentence_layers(model, texts: list[str], batch_size: int = 64) -> list[torch
     """Each layer's mean state over each text's tokens: n_layers + 1 tensors (len(texts), d_model)."""
     per_layer = None
     for start in range(0, len(texts), batch_size):
-        ids = [course_tokenizer.encode(t, add_special_tokens=False)[:64] for t in texts[start : start + batch_size]]
-        width = max(map(len, ids))
-        input_ids = torch.tensor([row + [0] * (width - len(row)) for row in ids])  # (B, T), right padding
-        mask = torch.tensor([[1] * len(row) + [0] * (width - len(row)) for row in ids])  # (B, T)
-        states = model.features(input_ids, mask, output_hidden_states=True).hidden_states  # each (B, T, C)
+        batch = course_tokenizer(texts[start : start + batch_size], max_length=64, add_special_tokens=False,
+                                 return_tensors="pt")  # fmt: skip
+        mask = batch["attention_mask"]  # (B, T): right padding
+        states = model.features(batch["input_ids"], mask, output_hidden_states=True).hidden_states  # each (B, T, C)
         per_layer = per_layer or [[] for _ in states]
         for chunks, h in zip(per_layer, states, strict=True):
             chunks.append(pool(h, mask, "mean"))  # (B, C)

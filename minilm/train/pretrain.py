@@ -43,7 +43,7 @@ from minilm.train.registry import (
     objectives_with_key,
 )
 from minilm.train.trainer import TrainConfig, Trainer, default_collate
-from minilm.utils import seed_all
+from minilm.utils import count_parameters, seed_all
 
 BUILTIN_CORPORA = ("gutenberg", "wikitext", "tinyshakespeare", "sst2-sentences")
 
@@ -248,7 +248,7 @@ def run(
         step = trainer.resume(resume)
         print(f"resumed from {resume} at step {step}")
     if trainer.dist.is_main:
-        n_params = sum(p.numel() for p in trainer.model.parameters())
+        n_params = count_parameters(trainer.model)
         print(
             f"{job.model} ({job.size}, {n_params / 1e6:.1f}M parameters) on {job.corpus}: "
             f"{len(train_examples):,} training examples of up to {job.seq_len} tokens ({job.objective}); "
