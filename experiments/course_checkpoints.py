@@ -1,6 +1,6 @@
-"""The course's own pretrained checkpoints: a GPT, a BERT (with its MLM head) and an ELMo biLM, each pretrained on the
-Gutenberg novels by ``minilm.train`` (the same ``pretrain.run`` as ``python -m minilm.train``) for about ten minutes
-of one CPU thread — longer than a notebook can — and saved in half precision under ``checkpoints/course/<name>/``:
+"""The course's own pretrained checkpoints, one per family, each pretrained on the Gutenberg novels by
+``minilm.train`` (the same ``pretrain.run`` as ``python -m minilm.train``) for minutes to half an hour of one CPU
+thread — longer than a notebook can — and saved in half precision under ``checkpoints/course/<name>/``:
 
 - gpt:  ``--model gpt --objective clm``, 4 layers, d_model 192, byte-level BPE of 8,192 tokens; Hugging Face's GPT-2
   layout (config.json + model.safetensors) and the tokenizer's tokenizer.json;
@@ -11,16 +11,27 @@ of one CPU thread — longer than a notebook can — and saved in half precision
   Hugging Face's BERT layout with the MLM head (``BertForMaskedLM``);
 - elmo: ``--model elmo --objective bilm``, the "tiny" biLM (character CNN, 2 LSTM layers of 512 cells projected to
   128 per direction), BPE of 8,192 tokens; minilm's own config.json + model.safetensors (ELMo has no Hugging Face
-  type).
+  type);
+- the second half, all on BERT's recipe (width 128, batch 64, lr 1e-3, BERT's Adam; ``experiments/plateau.py``
+  measures why): albert (``mlm+sop``, every layer sharing one block, E = 64; ``AlbertForPreTraining``), electra
+  (``rtd``: the discriminator at BERT's size, a generator half as wide sharing its embeddings; the discriminator's
+  folder with the generator's in ``generator/``), bart (``denoise``: text infilling + sentence permutation, 2 + 2
+  layers, 64-token documents), t5 (``span_corruption``, 2 + 2 layers, 64-token inputs) and distilbert (``distill``: 2
+  layers started from every other layer of the course BERT, which teaches it).
 
 Each folder also holds ``minilm_run.json`` (the run's settings, for fine-tuning: ``minilm.models.course_run_dir``).
 After training, each saved checkpoint is reloaded (float32) and scored on the whole held-out split (the last 5% of
-each novel's paragraphs), beside the same model untrained. Load them with ``minilm.models.course_checkpoint(name)``.
+each novel's paragraphs), beside the same model untrained: its language-model loss (``held_out_loss``: MLM's, the
+generator's, the reconstruction's) beside the unigram entropy of the very tokens it predicts (``unigram_entropy``,
+:mod:`minilm.analysis.plateau`): a model past the plateau is at least 1 nat below it. Load them with
+``minilm.models.course_checkpoint(name)``.
 
-Run from a clean checkout (about 30 minutes on one core of an idle 2-core CPU; an hour on a busy one)::
+Run from a clean checkout (about 30 minutes a model on one core of an idle 2-core CPU for GPT and ELMo, 5–15 for the
+others)::
 
-    python experiments/course_checkpoints.py                  # all three
-    python experiments/course_checkpoints.py --models gpt     # one; the record keeps the others' entries
+    python experiments/course_checkpoints.py                        # all eight
+    python experiments/course_checkpoints.py --models albert,t5     # some; the record keeps the others' entries
+    python experiments/course_checkpoints.py --models gpt --score-only   # score a committed checkpoint again
 
 Writes checkpoints/course/<name>/ and experiments/results/course_checkpoints.json.
 """
@@ -42,35 +53,85 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.common import RESULTS_DIR, ROOT, begin, provenance  # noqa: E402
+from minilm.analysis.plateau import binary_entropy, scored_targets, unigram_entropy  # noqa: E402
 from minilm.files import atomic_write_text, file_sha256  # noqa: E402
 from minilm.finetune.model import from_pretrained as run_body  # noqa: E402
-from minilm.models.course import COURSE_MODELS, FOLDER, RUN_FILE, load_course_folder, save_elmo  # noqa: E402
+from minilm.models.course import (  # noqa: E402
+    COURSE_MODELS,
+    FOLDER,
+    GENERATOR_FOLDER,
+    RUN_FILE,
+    load_course_folder,
+    save_elmo,
+    untrained_like,
+)
+from minilm.recipes.bert import bert_mlm_loss, mlm_counts  # noqa: E402
+from minilm.recipes.electra import generate as electra_generate  # noqa: E402
 from minilm.train import checkpoint as ckpt  # noqa: E402
 from minilm.train import pretrain  # noqa: E402
-from minilm.train.registry import get_model, get_objective, needed_settings, objective_config  # noqa: E402
+from minilm.train.registry import get_objective, objective_config  # noqa: E402
 from minilm.train.trainer import TrainConfig, default_collate  # noqa: E402
-from minilm.utils import reproducible, seed_all  # noqa: E402
+from minilm.utils import count_parameters, reproducible  # noqa: E402
 
 NAME = "course_checkpoints"
 WIDTH = dict(n_layers=4, n_heads=4, d_model=192)  # GPT: ~3.4M parameters with an 8k vocabulary
-JOBS = {  # name -> (job, model overrides, train settings)
-    "gpt": (
-        pretrain.PretrainConfig(model="gpt", objective="clm", size="tiny", vocab_size=8192, seq_len=128),
-        WIDTH,
-        dict(max_steps=1300, batch_size=16, lr=2e-3, warmup_steps=60),
+# The second half's recipe (experiments/plateau.py measured it): BERT's — width 128, 32-token sequences, batch 64,
+# lr 1e-3 with BERT's Adam — leaves the unigram plateau in a few minutes; longer or wider runs stay on it far longer.
+NARROW = dict(n_layers=4, n_heads=2, d_model=128, d_ff=512)
+BERT_ADAM = dict(batch_size=64, lr=1e-3, warmup_steps=150, beta2=0.999, weight_decay=0.01)
+SEQ2SEQ = dict(n_encoder_layers=2, n_decoder_layers=2, n_heads=4, d_model=128, d_ff=512)
+
+
+@dataclasses.dataclass(frozen=True)
+class CourseJob:
+    job: pretrain.PretrainConfig
+    model: dict  # model.<key> overrides
+    train: dict  # TrainConfig fields
+    objective: dict = dataclasses.field(default_factory=dict)  # objective.<key> settings
+
+
+def course_job(model: str, objective: str, seq_len: int, overrides: dict, train: dict, settings=None) -> CourseJob:
+    job = pretrain.PretrainConfig(model=model, objective=objective, size="tiny", vocab_size=8192, seq_len=seq_len)
+    return CourseJob(job, overrides, train, settings or {})
+
+
+JOBS = {
+    "gpt": course_job("gpt", "clm", 128, WIDTH, dict(max_steps=1300, batch_size=16, lr=2e-3, warmup_steps=60)),
+    "bert": course_job("bert", "mlm", 32, NARROW, dict(max_steps=3000, **BERT_ADAM)),
+    "elmo": course_job("elmo", "bilm", 64, {}, dict(max_steps=1000, batch_size=16, lr=2e-3, warmup_steps=60)),
+    # ALBERT: every layer shares one block, factorised embeddings (E = 64 < H = 128), n-gram MLM + SOP on pairs
+    "albert": course_job(
+        "albert", "mlm+sop", 32, {**NARROW, "embedding_size": 64, "share": "all"}, dict(max_steps=4000, **BERT_ADAM)
     ),
-    "bert": (
-        pretrain.PretrainConfig(model="bert", objective="mlm", size="tiny", vocab_size=8192, seq_len=32),
-        dict(n_layers=4, n_heads=2, d_model=128, d_ff=512),
-        dict(max_steps=3000, batch_size=64, lr=1e-3, warmup_steps=150, beta2=0.999, weight_decay=0.01),
+    # ELECTRA: the discriminator at BERT's size, a generator half as wide sharing its embeddings, λ = 50
+    "electra": course_job(
+        "electra",
+        "rtd",
+        32,
+        {**NARROW, "embedding_size": 128},
+        dict(max_steps=4000, **BERT_ADAM),
+        dict(generator_size=0.5, share="embeddings"),
     ),
-    "elmo": (
-        pretrain.PretrainConfig(model="elmo", objective="bilm", size="tiny", vocab_size=8192, seq_len=64),
-        {},
-        dict(max_steps=1000, batch_size=16, lr=2e-3, warmup_steps=60),
+    # BART: text infilling (30%, Poisson(3) spans) + sentence permutation; 2 + 2 post-LN layers
+    "bart": course_job("bart", "denoise", 64, SEQ2SEQ, dict(max_steps=3000, **BERT_ADAM)),
+    # T5: span corruption (15%, mean span 3); 2 + 2 pre-LN layers with relative positions
+    "t5": course_job("t5", "span_corruption", 64, {**SEQ2SEQ, "d_kv": 32}, dict(max_steps=3000, **BERT_ADAM)),
+    # DistilBERT: 2 layers, started from every other layer of the course BERT and distilled from it
+    "distilbert": course_job(
+        "distilbert",
+        "distill",
+        32,
+        {**NARROW, "n_layers": 2},
+        dict(max_steps=1500, **BERT_ADAM),
+        dict(teacher=str(ROOT / FOLDER / "bert")),
     ),
 }
 EVAL_BATCH = 32
+FORMATS = {name: "Hugging Face" for name in JOBS} | {
+    "elmo": "minilm ELMo (config.json + model.safetensors)",
+    "electra": "Hugging Face: the discriminator (ElectraForPreTraining), its generator in generator/ "
+    "(ElectraForMaskedLM)",
+}
 
 
 def train_config(fields: dict, run_dir: Path) -> TrainConfig:
@@ -80,75 +141,134 @@ def train_config(fields: dict, run_dir: Path) -> TrainConfig:
     )
 
 
+def settings_of(spec: CourseJob):
+    return objective_config(get_objective(spec.job.objective, spec.job.model), dict(spec.objective))
+
+
 @torch.no_grad()
-def held_out_loss(job: pretrain.PretrainConfig, model, tokenizer) -> dict:
-    """The objective's mean loss over the whole held-out split (BERT's masks fixed by the job's seed), and its exp."""
-    objective = get_objective(job.objective, job.model)
-    settings = objective_config(objective, {})
+def held_out(spec: CourseJob, model, tokenizer) -> dict:
+    """The model on the whole held-out split (masks and noise fixed by the job's seed): its language-model loss (the
+    objective's part whose exp is a perplexity: MLM's, the generator's, the reconstruction's) with that perplexity,
+    the unigram entropy of the very tokens it predicts (the plateau), and its other parts (SOP's, the
+    discriminator's with the base rate's entropy). A DistilBERT student is scored by its MLM loss alone."""
+    job, objective = spec.job, get_objective(spec.job.objective, spec.job.model)
+    settings = settings_of(spec)
+    loss_of, counts_of, lm_part = objective.loss, objective.counts, objective.perplexity
+    if job.objective == "distill":  # the student alone, without its teacher
+        loss_of, counts_of, lm_part = bert_mlm_loss, mlm_counts, True
     _, val_docs = pretrain.split_documents(pretrain.load_documents(job.corpus), job.validation_fraction)
     examples, collate = objective.prepare(val_docs, tokenizer, job, settings, validation=True)
     collate = collate or default_collate
     model.eval()
-    total = count = 0.0
+    if job.objective == "rtd":
+        model.settings = settings  # the pair's loss reads λ and the sampling temperature from its settings
+    sums: dict[str, float] = {}
+    units: dict[str, float] = {}
+    targets, replaced = [], [0, 0]
     for start in range(0, len(examples), EVAL_BATCH):
         batch = collate([examples[i] for i in range(start, min(start + EVAL_BATCH, len(examples)))])
-        out = objective.loss(model, batch)
-        n = sum(objective.counts(batch).values()) / len(objective.counts(batch))  # predictions per part
-        total, count = total + float(out.loss) * n, count + n
-    loss = total / count
-    return {"loss": loss, "perplexity": math.exp(loss), "predictions": int(count)}
+        out, counts = loss_of(model, batch), counts_of(batch)
+        parts = out.parts or {"loss": out.loss}
+        for part, value in parts.items():
+            sums[part] = sums.get(part, 0.0) + float(value) * counts[part]
+            units[part] = units.get(part, 0.0) + counts[part]
+        targets.append(scored_targets(batch))
+        if job.objective == "rtd":  # the discriminator's base rate: the share of real tokens the generator replaced
+            _, _, was_replaced = electra_generate(model, batch)
+            replaced = [replaced[0] + int(was_replaced.sum()), replaced[1] + int(batch["attention_mask"].sum())]
+    losses = {part: sums[part] / units[part] for part in sums}
+    if lm_part is True and "loss" not in losses:  # a biLM: both directions, as many predictions each
+        lm = sum(sums.values()) / sum(units.values())
+    else:
+        lm = losses["loss" if lm_part is True else lm_part]
+    entropy = unigram_entropy(targets)
+    result = {
+        "loss": lm,
+        "perplexity": math.exp(lm),
+        "predictions": int(sum(t.numel() for t in targets)),
+        "unigram_entropy": entropy,
+        "nats_below_unigram": entropy - lm,
+        "parts": losses,
+    }
+    if job.objective == "rtd":
+        rate = replaced[0] / replaced[1]
+        result["replaced_rate"] = rate
+        result["rtd_base_rate_entropy"] = binary_entropy(rate)
+    return result
 
 
-def export(name: str, body, run_config: dict, steps: int, folder: Path) -> None:
-    """The trained body in float16 -> ``folder`` (Hugging Face layout, or minilm's for ELMo), with its tokenizer."""
+def trained_module(run_dir: Path, spec: CourseJob):
+    """The module the run trained and saved (ELECTRA's generator and discriminator, a student beside its teacher),
+    its weights from the run's checkpoint, and the run's tokenizer."""
+    body = run_body(str(run_dir), {})
+    if spec.job.objective != "rtd":
+        return body.model, body.tokenizer
+    objective = get_objective(spec.job.objective, spec.job.model)
+    pair = objective.wrap_model(body.model, body.config, settings_of(spec), body.tokenizer)
+    ckpt.load_weights(ckpt.find_checkpoint(run_dir), pair)
+    return pair, body.tokenizer
+
+
+def export(name: str, model, tokenizer, run_config: dict, steps: int, folder: Path) -> None:
+    """The trained model in float16 -> ``folder`` (Hugging Face layout, or minilm's for ELMo; ELECTRA's
+    discriminator there and its generator in ``generator/``), with its tokenizer and the run's settings."""
     if folder.exists():
         shutil.rmtree(folder)
     if name == "elmo":
-        save_elmo(body.model, folder)
+        save_elmo(model, folder)
+    elif name == "electra":
+        model.half()
+        model.discriminator.save_pretrained(folder)
+        model.generator.save_pretrained(folder / GENERATOR_FOLDER)
+        model.float()
     else:
-        body.model.half().save_pretrained(folder)
-        body.model.float()
-    body.tokenizer.save(folder)
+        model.half().save_pretrained(folder)
+        model.float()
+    tokenizer.save(folder)
     atomic_write_text(folder / RUN_FILE, json.dumps({"steps": steps, "config": run_config}, indent=2) + "\n")
 
 
+def folder_files(folder: Path) -> dict:
+    return {
+        p.relative_to(folder).as_posix(): {"sha256": file_sha256(p), "bytes": p.stat().st_size}
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
 def train_one(name: str, out_root: Path, steps: int | None = None) -> dict:
-    job, overrides, fields = JOBS[name]
+    spec = JOBS[name]
+    job, fields = spec.job, spec.train
     if steps is not None:  # a trial
         fields = {**fields, "max_steps": steps, "warmup_steps": min(fields["warmup_steps"], steps // 2)}
     run_dir = Path(tempfile.mkdtemp(prefix=f"course-{name}-")) / "run"
     train = train_config(fields, run_dir)
     reproducible(seed=0, threads=1)
     start = time.perf_counter()
-    metrics = pretrain.run(job, train, dict(overrides))
+    metrics = pretrain.run(job, train, dict(spec.model), settings=settings_of(spec))
     seconds = time.perf_counter() - start
     history = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    body = run_body(str(run_dir), {})
+    model, tokenizer = trained_module(run_dir, spec)
     run_config = ckpt.read_meta(ckpt.find_checkpoint(run_dir))["config"]
     folder = out_root / name
-    export(name, body, run_config, train.max_steps, folder)
+    export(name, model, tokenizer, run_config, train.max_steps, folder)
     shutil.rmtree(run_dir.parent)
 
     loaded = load_course_folder(folder)  # as the course loads it: float16 -> float32
-    trained = held_out_loss(job, loaded.model, loaded.tokenizer)
-    seed_all(train.seed)  # pretrain.run's initialisation: the same model before any step
-    entry = get_model(job.model)
-    untrained_model, _ = pretrain.build_model(
-        job, overrides, loaded.tokenizer, needed_settings(entry, get_objective(job.objective, job.model))
-    )
-    untrained = held_out_loss(job, untrained_model, loaded.tokenizer)
-    files = {
-        p.name: {"sha256": file_sha256(p), "bytes": p.stat().st_size} for p in sorted(folder.iterdir()) if p.is_file()
-    }
+    trained = held_out(spec, loaded.model, loaded.tokenizer)
+    untrained = held_out(spec, untrained_like(loaded, seed=train.seed), loaded.tokenizer)
+    files = folder_files(folder)
     record = {
         "folder": folder.relative_to(ROOT).as_posix() if folder.is_relative_to(ROOT) else str(folder),
-        "format": "minilm ELMo (config.json + model.safetensors)" if name == "elmo" else "Hugging Face",
+        "format": FORMATS[name],
         "dtype": "float16",
-        "parameters": sum(p.numel() for p in loaded.model.parameters()),
+        "parameters": count_parameters(loaded.model),
         "data": f"{job.corpus} (all 17 novels), the last {job.validation_fraction:.0%} of each book's paragraphs "
         "held out",
         "job": dataclasses.asdict(job),
-        "model_overrides": dict(overrides),
+        "model_overrides": dict(spec.model),
+        "objective_settings": {k: v for k, v in dict(spec.objective).items() if k != "teacher"}
+        | ({"teacher": (FOLDER / "bert").as_posix()} if "teacher" in spec.objective else {}),
         "train": dataclasses.asdict(train) | {"run_dir": "(a temporary folder)"},
         "steps": train.max_steps,
         "tokens_seen": train.max_steps * train.batch_size * job.seq_len,
@@ -157,15 +277,37 @@ def train_one(name: str, out_root: Path, steps: int | None = None) -> dict:
         "final_trainer_validation": metrics,
         "validation": trained,  # the saved (float16) checkpoint, on the whole held-out split
         "untrained_validation": untrained,
+        "held_out_loss": trained["loss"],
+        "unigram_entropy": trained["unigram_entropy"],
         "files": files,
         "total_bytes": sum(f["bytes"] for f in files.values()),
     }
     print(
-        f"{name}: validation perplexity {trained['perplexity']:.1f} (untrained {untrained['perplexity']:.0f}), "
-        f"{record['total_bytes'] / 1e6:.1f} MB, {seconds:.0f} s",
+        f"{name}: held-out loss {trained['loss']:.3f} nats, {trained['nats_below_unigram']:.2f} below the unigram "
+        f"entropy {trained['unigram_entropy']:.3f} (perplexity {trained['perplexity']:.1f}; untrained "
+        f"{untrained['perplexity']:.0f}), {record['total_bytes'] / 1e6:.1f} MB, {seconds:.0f} s",
         flush=True,
     )
     return record
+
+
+def score_only(name: str, out_root: Path) -> dict:
+    """The committed checkpoint ``name`` scored again (its plateau fields), its training record kept."""
+    old = json.loads((RESULTS_DIR / f"{NAME}.json").read_text())["results"][name]
+    spec = JOBS[name]
+    loaded = load_course_folder(out_root / name)
+    trained = held_out(spec, loaded.model, loaded.tokenizer)
+    untrained = held_out(spec, untrained_like(loaded, seed=0), loaded.tokenizer)
+    print(f"{name}: held-out loss {trained['loss']:.3f}, unigram entropy {trained['unigram_entropy']:.3f}", flush=True)
+    return {
+        **{k: v for k, v in old.items() if k != "provenance"},
+        "validation": trained,
+        "untrained_validation": untrained,
+        "held_out_loss": trained["loss"],
+        "unigram_entropy": trained["unigram_entropy"],
+        "scored": provenance(),  # this scoring; "provenance" stays the training run's
+        "provenance": old["provenance"],
+    }
 
 
 def save(records: dict) -> Path:
@@ -173,7 +315,7 @@ def save(records: dict) -> Path:
     path = RESULTS_DIR / f"{NAME}.json"
     old = json.loads(path.read_text())["results"] if path.is_file() else {}
     this_run = provenance()
-    results = {**old, **{name: {**r, "provenance": this_run} for name, r in records.items()}}
+    results = {**old, **{name: {"provenance": this_run} | r for name, r in records.items()}}
     results = {name: results[name] for name in COURSE_MODELS if name in results}
     RESULTS_DIR.mkdir(exist_ok=True)
     atomic_write_text(path, json.dumps({"provenance": this_run, "results": results}, indent=2) + "\n")
@@ -182,9 +324,17 @@ def save(records: dict) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(COURSE_MODELS), help="comma-separated: gpt, bert, elmo")
+    parser.add_argument(
+        "--models", default=",".join(COURSE_MODELS), help=f"comma-separated: {', '.join(COURSE_MODELS)}"
+    )
     parser.add_argument("--out", default=str(ROOT / FOLDER), help="folder of the checkpoint folders")
     parser.add_argument("--steps", type=int, help="a trial: this many steps for every model (not the recorded run)")
+    parser.add_argument(
+        "--score-only",
+        action="store_true",
+        help="score the committed checkpoints again (held-out loss, unigram "
+        "entropy) without training; their training records stay",
+    )
     args = parser.parse_args()
     names = args.models.split(",")
     unknown = [n for n in names if n not in COURSE_MODELS]
@@ -193,6 +343,9 @@ def main() -> None:
     begin()
     out_root = Path(args.out).resolve()
     for name in names:
+        if args.score_only:
+            print(save({name: score_only(name, out_root)}), flush=True)
+            continue
         record = train_one(name, out_root, args.steps)
         if args.steps is None:
             print(save({name: record}), flush=True)

@@ -30,15 +30,17 @@ from safetensors.torch import load_file, save
 from torch import nn
 
 from minilm.files import CheckpointError, atomic_write_bytes, atomic_write_text
+from minilm.models.electra import ElectraPretraining
 from minilm.models.elmo import ELMo, ELMoConfig
 from minilm.models.pretrained import HF_PACKAGE
 from minilm.tokenizers import Tokenizer
 
-COURSE_MODELS = ("gpt", "bert", "elmo")
+COURSE_MODELS = ("gpt", "bert", "elmo", "albert", "electra", "bart", "t5", "distilbert")
 FOLDER = Path("checkpoints") / "course"  # relative to the repository root
 RUN_FILE = "minilm_run.json"  # the pretraining run's job, model and objective settings
 ELMO_MODEL_TYPE = "minilm-elmo"
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
+GENERATOR_FOLDER = "generator"  # ELECTRA: the generator's Hugging Face folder, beside the discriminator's files
 
 
 class CourseCheckpoint(NamedTuple):
@@ -68,20 +70,25 @@ def course_checkpoint_folder(name: str, start: str | Path | None = None) -> Path
 def course_checkpoint(
     name: str, start: str | Path | None = None, dtype: torch.dtype = torch.float32
 ) -> CourseCheckpoint:
-    """The course checkpoint ``name`` ("gpt", "bert" or "elmo"): its model in eval mode (``dtype``: float32 by
-    default; they are stored in float16), its tokenizer and its folder."""
+    """The course checkpoint ``name`` (one of :data:`COURSE_MODELS`): its model in eval mode (``dtype``: float32 by
+    default; they are stored in float16), its tokenizer and its folder. ELECTRA's model is the pair
+    (:class:`~minilm.models.electra.ElectraPretraining`: ``.discriminator``, ``.generator``) as it was trained."""
     return load_course_folder(course_checkpoint_folder(name, start), dtype)
 
 
 def load_course_folder(folder: str | Path, dtype: torch.dtype = torch.float32) -> CourseCheckpoint:
-    """A checkpoint folder as the course saves them (Hugging Face's layout, or minilm's ELMo) with its tokenizer."""
+    """A checkpoint folder as the course saves them (Hugging Face's layout, or minilm's ELMo) with its tokenizer;
+    with a ``generator/`` folder inside, ELECTRA's generator and discriminator as one pair."""
     folder = Path(folder)
     tokenizer = Tokenizer.load(folder)
     if json.loads((folder / CONFIG_NAME).read_text(encoding="utf-8")).get("model_type") == ELMO_MODEL_TYPE:
-        model = load_elmo(folder, tokenizer, dtype)
-    else:
-        hf = importlib.import_module(HF_PACKAGE)  # by name, as PretrainedMixin does: hf imports the model files
-        model = hf.from_pretrained(folder, tokenizer, dtype=dtype)
+        return CourseCheckpoint(load_elmo(folder, tokenizer, dtype), tokenizer, folder)
+    hf = importlib.import_module(HF_PACKAGE)  # by name, as PretrainedMixin does: hf imports the model files
+    model = hf.from_pretrained(folder, tokenizer, dtype=dtype)
+    if (folder / GENERATOR_FOLDER / CONFIG_NAME).is_file():
+        generator = hf.from_pretrained(folder / GENERATOR_FOLDER, tokenizer, dtype=dtype)
+        share = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))["config"]["objective"]["share"]
+        model = ElectraPretraining(model, generator, share=share).eval()
     return CourseCheckpoint(model, tokenizer, folder)
 
 
@@ -124,6 +131,9 @@ def untrained_like(checkpoint: CourseCheckpoint, seed: int = 0) -> nn.Module:
     model = checkpoint.model
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
+        if isinstance(model, ElectraPretraining):
+            d, g = model.discriminator, model.generator
+            return ElectraPretraining(type(d)(d.config), type(g)(g.config), share=model.share).eval()
         fresh = type(model)(model.config)
     if isinstance(fresh, ELMo):
         fresh.set_vocabulary([checkpoint.tokenizer.id_to_token(i) for i in range(checkpoint.tokenizer.vocab_size)])
