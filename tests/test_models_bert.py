@@ -344,3 +344,25 @@ def test_task_heads_are_ignored_with_a_warning_and_tied_copies_must_agree(checkp
     biases = {"lm_head.bias": torch.ones(3), "lm_head.decoder.bias": torch.zeros(3)}
     with pytest.raises(CheckpointError, match="should be one tied tensor"):
         load_hf_state_dict(Bert(SMALL_ROBERTA), biases)
+
+
+# --- pre-LN (a sweep setting of experiments/plateau.py, not BERT's) ------------------------------------------------
+
+
+def test_pre_ln_bert_normalises_each_sublayer_input_and_ends_with_a_norm(tmp_path):
+    post = Bert(SMALL).eval()
+    pre = Bert(dataclasses.replace(SMALL, norm_first=True)).eval()
+    assert post.encoder.final_norm is None and pre.encoder.final_norm is not None
+    assert all(layer.norm_first for layer in pre.encoder.layers)
+    shared = {k: v for k, v in post.state_dict().items() if k in pre.state_dict()}
+    assert pre.load_state_dict(shared, strict=False).missing_keys == ["encoder.final_norm.weight",
+                                                                         "encoder.final_norm.bias"]  # fmt: skip
+    ids = torch.randint(5, 99, (2, 7))
+    out = pre.features(ids).last_hidden_state
+    assert not torch.allclose(out, post.features(ids).last_hidden_state), "same weights, another computation"
+    torch.testing.assert_close(out.mean(-1), torch.zeros(2, 7), atol=1e-5, rtol=0)  # the final LayerNorm's output
+    out.sum().backward()
+    assert pre.embedding.token.weight.grad.abs().sum() > 0
+    with pytest.raises(CheckpointError, match="pre-LN BertConfig .* no Hugging Face layout"):
+        pre.save_pretrained(tmp_path / "pre")
+    assert not (tmp_path / "pre").exists()

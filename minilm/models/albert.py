@@ -97,7 +97,7 @@ class Albert(Bert):
         return super()._embedding(c, d_embedding=c.embedding_size)  # V×E + E×H instead of V×H
 
     def _encoder(self, c: AlbertConfig) -> TransformerEncoder:
-        return TransformerEncoder(c.block(), c.n_layers, final_norm=False, share=c.share, n_groups=c.n_groups)
+        return TransformerEncoder(c.block(), c.n_layers, final_norm=c.norm_first, share=c.share, n_groups=c.n_groups)
 
     def _mlm_head(self, c: AlbertConfig, d_embedding: int | None = None) -> MaskedLMHead:
         return super()._mlm_head(c, d_embedding=c.embedding_size)  # H -> E, then the tied E -> V decoder

@@ -54,6 +54,7 @@ class BertConfig:
     mlm: bool = True  # the masked-language-model head (transform + decoder tied to the token embedding + bias)
     nsp: bool = True  # the next-sentence-prediction head on the pooled output (BERT only; needs the pooler)
     init_std: float = 0.02  # standard deviation of the (truncated) normal initialisation
+    norm_first: bool = False  # True: pre-LN blocks and a final LayerNorm (not BERT's; no Hugging Face layout)
 
     def validate(self) -> None:
         self.block().validate()
@@ -79,7 +80,7 @@ class BertConfig:
             attention_dropout=self.attention_dropout,
             activation=self.activation,
             norm_eps=self.norm_eps,
-            norm_first=False,  # post-LN: x = LayerNorm(x + Sublayer(x))
+            norm_first=self.norm_first,  # BERT's post-LN: x = LayerNorm(x + Sublayer(x))
         )
 
 
@@ -215,7 +216,7 @@ class Bert(PretrainedMixin, nn.Module):
         )
 
     def _encoder(self, c: BertConfig) -> TransformerEncoder:
-        return TransformerEncoder(c.block(), c.n_layers, final_norm=False)
+        return TransformerEncoder(c.block(), c.n_layers, final_norm=c.norm_first)  # pre-LN stacks end with a norm
 
     def _mlm_head(self, c: BertConfig, d_embedding: int | None = None) -> MaskedLMHead:
         return MaskedLMHead(c.d_model, c.vocab_size, c.activation, c.norm_eps, d_embedding)

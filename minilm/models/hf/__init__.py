@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from minilm.files import CheckpointError
+from minilm.models.bert import BertConfig
 from minilm.models.hf import albert, bart, bert, distilbert, electra, gpt2, openai_gpt, roberta, t5
 from minilm.models.hf.convert import Converter, check_model_type, load_converted, normalise, to_hf, to_minilm
 from minilm.models.hf.folder import (
@@ -57,6 +58,11 @@ __all__ = [
 def converter_for(config: Any) -> Converter:
     """The converter of a minilm model config: its class and layout decide (GPT-1 or GPT-2, BERT or RoBERTa), the
     most specific class first (an AlbertConfig is a BertConfig, but saves as ALBERT)."""
+    if getattr(config, "norm_first", False) and isinstance(config, BertConfig):
+        raise CheckpointError(
+            f"a pre-LN {type(config).__name__} (norm_first=True) has no Hugging Face layout: transformers' "
+            "encoders are post-LN; keep it as a minilm.train checkpoint"
+        )
     mro = type(config).__mro__
     candidates = [c for c in CONVERTERS.values() if isinstance(config, c.config_class) and c.matches(config)]
     if candidates:
