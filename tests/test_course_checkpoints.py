@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,18 +13,30 @@ import torch
 
 import minilm.models.course as course
 from minilm.analysis import recorded_results
+from minilm.analysis.plateau import PLATEAU_MARGIN
 from minilm.files import file_sha256
 from minilm.finetune.model import from_pretrained as run_body
-from minilm.models import GPT, Bert, course_checkpoint, course_run_dir, untrained_like
+from minilm.models import GPT, T5, Albert, Bart, Bert, DistilBert, course_checkpoint, course_run_dir, untrained_like
+from minilm.models.electra import ElectraPretraining
 from minilm.models.elmo import ELMo
-from minilm.train import pretrain
-from minilm.train.registry import get_model, get_objective, needed_settings, objective_config
-from minilm.train.trainer import default_collate
-from minilm.utils import seed_all
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from experiments.course_checkpoints import JOBS, held_out  # noqa: E402
+
 RECORD = recorded_results("course_checkpoints", ROOT).results
-CLASSES = {"gpt": GPT, "bert": Bert, "elmo": ELMo}
+CLASSES = {
+    "gpt": GPT,
+    "bert": Bert,
+    "elmo": ELMo,
+    "albert": Albert,
+    "electra": ElectraPretraining,
+    "bart": Bart,
+    "t5": T5,
+    "distilbert": DistilBert,
+}
+N_EXAMPLES = 48  # held-out examples scored by these tests (the record scores all of them)
 
 
 @pytest.fixture(scope="module", params=course.COURSE_MODELS)
@@ -31,16 +44,23 @@ def loaded(request):
     return request.param, course_checkpoint(request.param, start=ROOT)
 
 
+def configs(model) -> list:
+    """The configs of a checkpoint's networks (ELECTRA: discriminator and generator)."""
+    if isinstance(model, ElectraPretraining):
+        return [model.discriminator.config, model.generator.config]
+    return [model.config]
+
+
 def test_every_course_model_is_recorded():
-    assert set(RECORD) == set(course.COURSE_MODELS)
+    assert set(RECORD) == set(course.COURSE_MODELS) == set(CLASSES) == set(JOBS)
 
 
 def test_each_loads_in_one_call_in_eval_mode_in_float32(loaded):
     name, (model, tokenizer, folder) = loaded
-    assert isinstance(model, CLASSES[name])
+    assert type(model) is CLASSES[name]
     assert not model.training
     assert {p.dtype for p in model.parameters()} == {torch.float32}
-    assert model.config.vocab_size == len(tokenizer)
+    assert all(config.vocab_size == len(tokenizer) for config in configs(model))
     assert folder == ROOT / "checkpoints" / "course" / name
     assert sum(p.numel() for p in model.parameters()) == RECORD[name]["parameters"]
 
@@ -48,43 +68,51 @@ def test_each_loads_in_one_call_in_eval_mode_in_float32(loaded):
 def test_files_match_the_record_sha256(loaded):
     name, (_, _, folder) = loaded
     recorded = RECORD[name]["files"]
-    assert sorted(recorded) == sorted(p.name for p in folder.iterdir() if p.is_file())
+    assert sorted(recorded) == sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     for file, facts in recorded.items():
         assert file_sha256(folder / file) == facts["sha256"], f"{folder / file} is not the recorded file"
     assert RECORD[name]["total_bytes"] <= 8.5e6, "each checkpoint stays small (float16)"
 
 
-def test_bert_keeps_its_mlm_head():
-    model = course_checkpoint("bert", start=ROOT).model
-    assert model.mlm_head is not None
+def test_pretraining_heads_are_kept():
+    assert course_checkpoint("bert", start=ROOT).model.mlm_head is not None
+    assert course_checkpoint("distilbert", start=ROOT).model.mlm_head is not None
+    albert = course_checkpoint("albert", start=ROOT).model
+    assert albert.mlm_head is not None and albert.config.sop and albert.config.share == "all"
+    electra = course_checkpoint("electra", start=ROOT).model
+    assert electra.share == "embeddings"
+    assert electra.generator.embedding.token.weight is electra.discriminator.embedding.token.weight, "shared again"
+    assert electra.generator.config.d_model < electra.discriminator.config.d_model
 
 
-@torch.no_grad()
-def held_out_loss(name: str, model, tokenizer, n_examples: int = 24) -> float:
-    """The pretraining objective's mean loss on the first held-out examples of the Gutenberg novels."""
-    job = pretrain.PretrainConfig(**RECORD[name]["job"])
-    objective = get_objective(job.objective, job.model)
-    _, val_docs = pretrain.split_documents(pretrain.load_documents(job.corpus), job.validation_fraction)
-    examples, collate = objective.prepare(val_docs[:3], tokenizer, job, objective_config(objective, {}), True)
-    batch = (collate or default_collate)([examples[i] for i in range(n_examples)])
-    return float(objective.loss(model.eval(), batch).loss)
+@pytest.mark.parametrize("name", course.COURSE_MODELS)
+def test_the_record_states_each_model_past_the_unigram_plateau(name):
+    entry = RECORD[name]
+    assert entry["held_out_loss"] == entry["validation"]["loss"]
+    assert entry["unigram_entropy"] == entry["validation"]["unigram_entropy"]
+    assert entry["unigram_entropy"] - entry["held_out_loss"] >= PLATEAU_MARGIN, f"{name} is on the plateau"
+    assert entry["untrained_validation"]["loss"] > entry["unigram_entropy"], "untrained: worse than frequencies"
 
 
-def untrained(name: str, tokenizer):
-    job = pretrain.PretrainConfig(**RECORD[name]["job"])
-    entry, objective = get_model(job.model), get_objective(job.objective, job.model)
-    seed_all(0)
-    model, _ = pretrain.build_model(job, RECORD[name]["model_overrides"], tokenizer, needed_settings(entry, objective))
-    return model
+def held_out_loss(name: str, model, tokenizer) -> dict:
+    """The checkpoint's language-model loss on the first held-out examples, as the record scores it."""
+    return held_out(JOBS[name], model, tokenizer, limit=N_EXAMPLES)
 
 
-def test_held_out_perplexity_is_far_below_the_untrained_models(loaded):
+def test_held_out_loss_is_far_below_the_untrained_models_and_the_plateau(loaded):
     name, (model, tokenizer, _) = loaded
-    trained = math.exp(held_out_loss(name, model, tokenizer))
-    random = math.exp(held_out_loss(name, untrained(name, tokenizer), tokenizer))
-    assert random > 0.5 * len(tokenizer), "untrained: about uniform over the vocabulary"
-    assert trained < 0.1 * random, f"{name}: held-out perplexity {trained:.0f} vs {random:.0f} untrained"
-    assert trained < 3 * RECORD[name]["validation"]["perplexity"], "in line with the recorded validation perplexity"
+    trained = held_out_loss(name, model, tokenizer)
+    random = held_out_loss(name, untrained_like(loaded[1]), tokenizer)
+    assert math.exp(random["loss"]) > 0.5 * len(tokenizer), "untrained: about uniform over the vocabulary"
+    assert trained["loss"] < random["loss"] - 2.0, f"{name}: {trained['loss']:.2f} vs {random['loss']:.2f} untrained"
+    assert trained["unigram_entropy"] - trained["loss"] > 0.5 * PLATEAU_MARGIN, f"{name}: near the plateau"
+    assert abs(trained["loss"] - RECORD[name]["held_out_loss"]) < 0.5, "in line with the recorded held-out loss"
+
+
+def test_electra_discriminator_detects_replacements_below_the_base_rate():
+    entry = RECORD["electra"]["validation"]
+    assert 0.05 < entry["replaced_rate"] < 0.15, "15% masked, some samples equal to the original"
+    assert entry["parts"]["rtd"] < entry["rtd_base_rate_entropy"] - 0.1, "the discriminator left its plateau too"
 
 
 def test_course_run_dir_fine_tunes_the_same_weights(tmp_path):
@@ -96,7 +124,7 @@ def test_course_run_dir_fine_tunes_the_same_weights(tmp_path):
 
 
 def test_unknown_and_missing_checkpoints_say_what_to_do(tmp_path, monkeypatch):
-    with pytest.raises(ValueError, match="gpt, bert, elmo"):
+    with pytest.raises(ValueError, match="gpt, bert, elmo, albert"):
         course_checkpoint("roberta")
     monkeypatch.setattr(course, "FOLDER", Path("no-such-folder") / "course")
     with pytest.raises(FileNotFoundError, match="experiments/course_checkpoints.py"):
@@ -118,8 +146,6 @@ def test_untrained_like_is_the_same_architecture_freshly_initialised(loaded):
     assert all(torch.equal(t, again.state_dict()[k]) for k, t in fresh.state_dict().items()), "seeded"
     weights = [k for k, t in trained.items() if t.is_floating_point() and t.dim() == 2]
     assert not any(torch.equal(fresh.state_dict()[k], trained[k]) for k in weights)
-    loss = held_out_loss(name, fresh, checkpoint.tokenizer)
-    assert math.exp(loss) > 0.5 * len(checkpoint.tokenizer)
 
 
 def test_course_run_dir_untrained_is_step_zero(tmp_path):

@@ -1,5 +1,6 @@
-"""The course's own pretrained checkpoints: a small GPT, a BERT with its MLM head and an ELMo biLM, trained on the
-Gutenberg novels by ``experiments/course_checkpoints.py`` for longer than a notebook can, and committed under
+"""The course's own pretrained checkpoints, one per family — a small GPT, a BERT with its MLM head, an ELMo biLM,
+an ALBERT, an ELECTRA, a BART, a T5 and a DistilBERT — trained on the Gutenberg novels by
+``experiments/course_checkpoints.py`` for longer than a notebook can, and committed under
 ``checkpoints/course/<name>/``.
 
     gpt = course_checkpoint("gpt")             # .model (in eval mode, float32), .tokenizer, .folder
@@ -11,6 +12,13 @@ Hugging Face model type: its folder holds minilm's own config.json (``model_type
 :class:`~minilm.models.elmo.ELMoConfig` fields) and model.safetensors (:func:`save_elmo`, :func:`load_elmo`). Each
 folder also keeps ``minilm_run.json``, the pretraining run's job, model and objective settings, from which
 :func:`course_run_dir` rebuilds a run directory that ``minilm.finetune`` (``pretrained=``) fine-tunes.
+
+Every course checkpoint is past the *unigram plateau*: its held-out language-model loss is at least 1 nat below the
+unigram entropy of the tokens it predicts (:mod:`minilm.analysis.plateau`), as its record states (``held_out_loss``,
+``unigram_entropy``). The second half's models — an ALBERT (MLM + SOP, every layer shared), an ELECTRA (its
+discriminator with its generator), a BART (text infilling + sentence permutation), a T5 (span corruption) and a
+DistilBERT distilled from the course BERT — are small Hugging Face checkpoints too; ELECTRA's folder holds the
+discriminator, its generator in ``generator/``, and loads as the pair it was trained as.
 
 The checkpoints are found like recorded results (:func:`minilm.analysis.recorded_results`): in the repository that
 holds the current folder, else in the one this ``minilm`` was imported from. Their record (command, commit, data,
@@ -145,14 +153,19 @@ def course_run_dir(
 ) -> Path:
     """Write the course checkpoint ``name`` as a pretraining run directory (``checkpoints/step_N`` and
     ``tokenizer/``, as ``python -m minilm.train`` leaves one), for ``minilm.finetune``'s ``pretrained=``; return it.
-    The weights are the checkpoint's, in float32; ``untrained=True``: those of :func:`untrained_like` (``seed``),
-    saved as step 0 with the same tokenizer — the "without pretraining" row of an ablation."""
+    The weights are the checkpoint's body (ELECTRA's discriminator; no generator, no teacher), in float32, under a
+    run config that names its model and no pretraining objective (nothing to wrap it in); ``untrained=True``: those
+    of :func:`untrained_like` (``seed``), saved as step 0 with the same tokenizer — the "without pretraining" row of
+    an ablation."""
     from minilm.train.checkpoint import save_checkpoint  # the training side, needed only here
 
     checkpoint = course_checkpoint(name, start)
     model = untrained_like(checkpoint, seed) if untrained else checkpoint.model
+    if isinstance(model, ElectraPretraining):
+        model = model.discriminator
     run = json.loads((checkpoint.folder / RUN_FILE).read_text(encoding="utf-8"))
+    config = {**run["config"], "job": {**run["config"]["job"], "objective": None}, "objective": {}}
     directory = Path(directory)
-    save_checkpoint(directory, 0 if untrained else run["steps"], model, config=run["config"], keep_last=None)
+    save_checkpoint(directory, 0 if untrained else run["steps"], model, config=config, keep_last=None)
     checkpoint.tokenizer.save(directory / "tokenizer")
     return directory
