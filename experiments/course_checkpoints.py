@@ -265,6 +265,8 @@ def train_one(name: str, out_root: Path, steps: int | None = None) -> dict:
     history = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     model, tokenizer = trained_module(run_dir, spec)
     run_config = ckpt.read_meta(ckpt.find_checkpoint(run_dir))["config"]
+    if "teacher" in run_config["objective"]:  # the course BERT, named from the repository root (not this machine)
+        run_config["objective"]["teacher"] = (FOLDER / "bert").as_posix()
     folder = out_root / name
     export(name, model, tokenizer, run_config, train.max_steps, folder)
     shutil.rmtree(run_dir.parent)

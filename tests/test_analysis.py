@@ -2,11 +2,13 @@
 computation), and recorded results found from anywhere in the repository."""
 
 import json
+import math
 import subprocess
 from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from minilm.analysis import (
@@ -223,3 +225,49 @@ def test_a_missing_record_says_where_it_looked_and_how_to_make_it(tmp_path):
     assert str(tmp_path / "experiments" / "results" / "ch09_nothing.json") in message
     assert str(ROOT / "experiments" / "results" / "ch09_nothing.json") in message  # where minilm comes from
     assert "python experiments/ch09_nothing.py" in message
+
+
+# --- the unigram plateau --------------------------------------------------------------------------------------
+
+
+def test_unigram_entropy_is_the_entropy_of_the_targets_frequencies():
+    from scipy.stats import entropy
+
+    from minilm.analysis.plateau import token_counts, unigram_entropy
+
+    targets = torch.tensor([3, 3, 3, 7, 7, 1, 9, 9, 9, 9])
+    counts = token_counts(targets).numpy()
+    assert counts.tolist() == [0, 1, 0, 3, 0, 0, 0, 2, 0, 4]
+    assert unigram_entropy(targets) == pytest.approx(entropy(counts[counts > 0]), abs=1e-12)  # natural log
+    assert unigram_entropy([targets[:4], targets[4:]]) == pytest.approx(unigram_entropy(targets), abs=1e-12)
+    assert unigram_entropy(torch.full((5,), 4)) == 0.0
+    with pytest.raises(ValueError, match="scored_targets"):
+        unigram_entropy(torch.tensor([1, -100]))
+
+
+def test_the_frequency_model_scores_exactly_the_unigram_entropy_and_no_context_free_model_beats_it():
+    from minilm.analysis.plateau import token_counts, unigram_entropy
+
+    generator = torch.Generator().manual_seed(0)
+    targets = torch.multinomial(torch.tensor([0.5, 0.2, 0.2, 0.05, 0.05]), 400, replacement=True, generator=generator)
+    frequencies = token_counts(targets, vocab_size=5).double() / len(targets)
+    frequency_model = F.cross_entropy(frequencies.log().expand(len(targets), 5), targets).item()
+    assert frequency_model == pytest.approx(unigram_entropy(targets), abs=1e-9)
+    for _ in range(5):  # any other fixed distribution over the vocabulary does worse (Gibbs' inequality)
+        other = torch.softmax(torch.randn(5, generator=generator, dtype=torch.float64), 0)
+        assert F.cross_entropy(other.log().expand(len(targets), 5), targets).item() > frequency_model
+
+
+def test_scored_targets_of_each_kind_of_batch_and_the_plateau_margin():
+    from minilm.analysis.plateau import below_plateau, binary_entropy, past_plateau, scored_targets
+
+    block = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]])  # a language model's blocks (B, T + 1)
+    assert scored_targets(block).tolist() == [2, 3, 4, 6, 7, 8]
+    labels = torch.tensor([[-100, 5, -100], [7, -100, -100]])  # MLM's masked tokens or a padded seq2seq target
+    assert scored_targets({"input_ids": block, "labels": labels}).tolist() == [5, 7]
+    assert binary_entropy(0.5) == pytest.approx(math.log(2)) and binary_entropy(0.0) == 0.0
+    assert binary_entropy(0.15) == pytest.approx(-(0.15 * math.log(0.15) + 0.85 * math.log(0.85)))
+    with pytest.raises(ValueError):
+        binary_entropy(1.5)
+    assert below_plateau(4.5, 6.2) == pytest.approx(1.7)
+    assert past_plateau(4.5, 6.2) and not past_plateau(5.5, 6.2) and past_plateau(5.5, 6.2, margin=0.5)

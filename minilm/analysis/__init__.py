@@ -16,6 +16,8 @@
   Figure 1) and how much such a per-layer curve zigzags (``oscillation``);
 - :mod:`~minilm.analysis.zero_shot`: a language model's zero-shot classification by label words (Radford et al.
   2018, §5), raw and calibrated;
+- :mod:`~minilm.analysis.plateau`: the unigram plateau, the loss of a model that predicts token frequencies alone
+  (``unigram_entropy`` of the tokens a loss predicts, ``scored_targets``, ``past_plateau``);
 - :mod:`~minilm.analysis.records`: the recorded results of ``experiments/``, found from anywhere in the repository.
 
 The submodules with heavier dependencies (attention, representations, pruning, compression) are imported by name:
