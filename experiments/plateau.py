@@ -14,7 +14,8 @@ vocabulary size — for an encoder (MLM) and an encoder–decoder (BART's denois
 Each run of a family trains for the same number of steps on the Gutenberg novels (1,200 for MLM; 500 for the
 denoiser, whose steps cost about six times more and which leaves early) and is evaluated every 100 (50) steps on
 the same held-out batches; its record keeps the curve, its seconds, the unigram entropy of its held-out targets and
-the first evaluation at least 1 nat below it (``left_at``: None when it never got there).
+the first evaluation at least half a nat below it (``left_at``: None when it never got there; the course checkpoints,
+trained longer, are asked for a whole nat).
 
     python experiments/plateau.py                       # every run, two at a time (about an hour on 2 cores)
     python experiments/plateau.py --only mlm/base,mlm/seq128 --steps 200   # a trial (not recorded)
@@ -36,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.common import begin, save_results  # noqa: E402
-from minilm.analysis.plateau import PLATEAU_MARGIN, scored_targets, unigram_entropy  # noqa: E402
+from minilm.analysis.plateau import scored_targets, unigram_entropy  # noqa: E402
 from minilm.tokenizers import Tokenizer  # noqa: E402
 from minilm.train import pretrain  # noqa: E402
 from minilm.train.registry import get_objective, objective_config  # noqa: E402
@@ -50,6 +51,7 @@ STEPS = {
 }  # a denoiser's step costs ~6x an MLM's (it predicts every token), and leaves early
 EVAL_EVERY = 100
 EVAL_BATCHES = 8
+LEFT = 0.5  # nats below the unigram entropy at which a run counts as having left the plateau
 
 MLM_MODEL = dict(n_layers=4, n_heads=2, d_model=128, d_ff=512)
 MLM_TRAIN = dict(batch_size=64, lr=1e-3, warmup_steps=150, beta2=0.999, weight_decay=0.01)
@@ -135,7 +137,8 @@ def run_variant(variant: Variant, steps: int) -> dict:
         history = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
         entropy = held_out_entropy(job, Tokenizer.load(run_dir / "tokenizer"), train.batch_size)
     curve = [{"step": m["step"], "loss": m["loss"]} for m in history if m.get("split") == "validation"]
-    left = next((point["step"] for point in curve if entropy - point["loss"] >= PLATEAU_MARGIN), None)
+    left = next((point["step"] for point in curve if entropy - point["loss"] >= LEFT), None)
+    speeds = sorted(m["tokens_per_s"] for m in history if m.get("split") == "train")
     record = {
         "family": variant.family,
         "change": variant.change,
@@ -143,7 +146,8 @@ def run_variant(variant: Variant, steps: int) -> dict:
         "model_overrides": model,
         "train": {k: v for k, v in dataclasses.asdict(train).items() if k != "run_dir"},
         "seconds": round(seconds, 1),
-        "seconds_per_step": seconds / steps,
+        "seconds_per_step": seconds / steps,  # with data preparation and evaluations
+        "tokens_per_s": speeds[len(speeds) // 2],  # the median over the logged training windows
         "tokens_per_step": train.batch_size * job.seq_len,
         "unigram_entropy": entropy,
         "curve": curve,
@@ -179,7 +183,7 @@ def main() -> None:
     if args.steps is None:
         results = {
             "steps": STEPS,
-            "margin": PLATEAU_MARGIN,
+            "left_margin": LEFT,
             "runs": dict(zip([v.key for v in variants], records, strict=True)),
         }
         print(save_results(NAME, results))
