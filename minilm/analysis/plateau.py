@@ -11,6 +11,9 @@ for a long while (the *plateau*) before its attention learns to read the context
 (the course asks for at least 1 nat) says the model uses context; a loss at H says it predicts word frequencies
 and nothing else, and any comparison between such models compares nothing.
 
+Estimate H on many targets — a whole held-out split, tens of thousands of tokens: the entropy of a sample is biased
+low (by about (types seen - 1) / (2 N) nats), and a few thousand tokens of an 8k vocabulary miss it by most of a nat.
+
     targets = scored_targets(batch)               # the token ids the batch's loss predicts
     unigram_entropy(targets)                      # H in nats
     below_plateau(held_out_loss, H)               # H - loss: > 1 nat is past the plateau
