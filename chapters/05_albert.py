@@ -44,12 +44,14 @@
 #
 # 1. counts where BERT's parameters are, and what the factorized embedding saves, for all six sizes of Table 1;
 # 2. writes the factorization and the sharing out and checks them against `minilm`;
-# 3. trains a tiny BERT and a tiny ALBERT live and measures each layer's transition (Figure 1);
+# 3. loads the course's pretrained BERT and ALBERT, checks that both read context, and measures each layer's
+#    transition (Figure 1);
 # 4. shows why NSP is easy and SOP is not, on pairs from the novels;
 # 5. loads the recorded miniatures of Tables 3, 4 and 5 and of Figure 1;
 # 6. times ALBERT-base against BERT-base: smaller is not faster.
 
 # %%
+import json
 import statistics
 import time
 
@@ -58,19 +60,19 @@ import torch
 import torch.nn.functional as F
 
 from minilm.analysis import layer_transitions, oscillation, recorded_results
+from minilm.analysis.plateau import past_plateau, unigram_entropy
 from minilm.data import Document, load_gutenberg, load_task
+from minilm.models import course_checkpoint, untrained_like
 from minilm.models.albert import ALBERT_PRESETS, Albert, albert_config
 from minilm.models.bert import Bert, bert_config
 from minilm.objectives.formats import make_examples
 from minilm.objectives.labels import IGNORE_INDEX
-from minilm.objectives.mlm import DynamicMasking, MaskingConfig, StaticMaskedDataset, mask_tokens, pad_batch
+from minilm.objectives.mlm import MaskingConfig, StaticMaskedDataset, mask_tokens, pad_batch
 from minilm.objectives.nsp import IS_NEXT
 from minilm.objectives.segments import Template
 from minilm.objectives.sop import IN_ORDER
-from minilm.recipes.bert import bert_mlm_loss
 from minilm.tokenizers import train_tokenizer
 from minilm.train.pretrain import split_documents
-from minilm.train.trainer import TrainConfig, Trainer
 from minilm.utils import count_parameters, reproducible
 
 reproducible(seed=0, threads=1)
@@ -247,106 +249,210 @@ print("one block applied 6 times equals Albert.features:", same)
 # The paper's Figure 1 measures, for every layer of a trained BERT-large and ALBERT-large, how far the layer moves
 # its input: the L2 distance between its input and output vectors, and the angle between them, averaged over
 # tokens. "The transitions from layer to layer are much smoother for ALBERT than for BERT": the shared weights
-# stabilise the network.
+# stabilise the network. Smoother is not vanishing: ALBERT's distances and angles "do not converge to 0 even after
+# 24 layers" — the one block keeps transforming its input at every layer instead of settling at a fixed point.
 #
-# A miniature that runs here: a 6-layer BERT (H = 128) and a 6-layer ALBERT of the same shape (E = 32, all layers
-# shared), each pretrained with MLM on the novels for 80 steps of 16 sequences of 64 tokens, the same data in the same
-# order (about 20 seconds each). `minilm.analysis.layer_transitions` measures Figure 1 on held-out text, and
-# `oscillation` how much a curve goes up and down (its total variation minus its net change, over its mean: 0 for a
-# curve that only falls).
+# **Which models.** Such curves are worth measuring only on models that have learned something. Pretraining from
+# scratch first reaches the *unigram plateau*: the loss of predicting each masked word from its frequency alone.
+# A model there predicts the same distribution at every masked position whatever surrounds it, so its layers
+# have learned nothing about context for Figure 1 to show; a tiny model at chance teaches nothing. An MLM leaves
+# the plateau only after thousands of steps, more than a notebook can spend (the recorded runs of section 5, at 300
+# steps, are still on it). So this section loads two of the course's checkpoints, pretrained on the novels by
+# `experiments/course_checkpoints.py` with one recipe (BERT's: batches of 64 inputs of 32 tokens, learning rate
+# 1e-3), and first checks that both have left the plateau:
+#
+# - the course **BERT**: 4 layers, each with its own weights, H = 128, pretrained with MLM;
+# - the course **ALBERT**: 4 layers running one shared block, a factorized embedding (E = 64, H = 128), pretrained
+#   with MLM + SOP on segment pairs. It masks single tokens, as the BERT does, not ALBERT's n-grams, so that, SOP
+#   aside, the two differ in their architecture rather than in what they must predict.
 
 # %%
-examples = make_examples("full_sentences", train_docs, tokenizer, max_tokens=64)
-held_out_text = make_examples("full_sentences", val_docs, tokenizer, max_tokens=64)
-masking = MaskingConfig.from_tokenizer(tokenizer)
-held_out = StaticMaskedDataset(held_out_text, masking, n_duplicates=1, seed=1)  # masked once, the same for both
-plain = pad_batch(held_out_text[:128], tokenizer.pad_id)  # unmasked held-out text for Figure 1
+course = {"BERT": course_checkpoint("bert"), "ALBERT": course_checkpoint("albert")}
+pretraining = {name: json.loads((c.folder / "minilm_run.json").read_text()) for name, c in course.items()}  # the run
+print(f"{'model':7s} {'layers':>6s} {'blocks':>6s} {'E':>4s} {'H':>4s} {'vocabulary':>10s} {'objective':>9s} "
+      f"{'steps':>6s} {'params':>7s}")  # fmt: skip
+for name, checkpoint in course.items():
+    c, run = checkpoint.model.config, pretraining[name]
+    print(f"{name:7s} {c.n_layers:6d} {len(checkpoint.model.encoder.layers):6d} "
+          f"{getattr(c, 'embedding_size', c.d_model):4d} {c.d_model:4d} {checkpoint.tokenizer.vocab_size:10,} "
+          f"{run['config']['job']['objective']:>9s} {run['steps']:6,} "
+          f"{count_parameters(checkpoint.model) / 1e6:6.2f}M")  # fmt: skip
+
+# %% [markdown]
+# **Past the plateau?** The best a model can do on masked words *without* reading their context is to know how
+# often each word is masked. On the $N$ masked tokens of a held-out set, that loss is their *unigram entropy*
+#
+# $$H = -\sum_w p(w) \log p(w), \qquad p(w) = \frac{\text{count}(w)}{N},$$
+#
+# computed from the very targets the model is scored on (`minilm.analysis.plateau.unigram_entropy`). A model on the
+# plateau scores $H$; the course calls a model *past* it when its loss is at least a nat below. The held-out split
+# is the last 5% of every novel's paragraphs, none of it seen in pretraining; each model reads it in its own
+# pretraining format and tokenization, masked once with its pretraining job's seed — the evaluation its recorded
+# score comes from. Beside the loss, the share of masked tokens each model gets right (its top prediction), against
+# a guess of the most frequent masked token everywhere.
+
+# %%
+_, held_out_novels = split_documents(load_gutenberg(), 0.05)  # all 17 novels, every paragraph
+
+
+def held_out_batches(checkpoint, run, batch_size=256):
+    """The held-out split as the checkpoint's pretraining run reads it: its format, its masking, its seed."""
+    job, settings = run["config"]["job"], run["config"]["objective"]
+    pairs_of = "sop" if job["objective"] == "mlm+sop" else None  # ALBERT's segment pairs: swapped half the time
+    examples = make_examples(settings["format"], held_out_novels, checkpoint.tokenizer, max_tokens=job["seq_len"],
+                             seed=job["seed"], pair_objective=pairs_of)  # fmt: skip
+    masking = MaskingConfig.from_tokenizer(checkpoint.tokenizer, whole_word=settings["whole_word"],
+                                           ngram=settings["ngram"])  # fmt: skip
+    masked = StaticMaskedDataset(examples, masking, n_duplicates=1, seed=job["seed"])
+    return [masked.collate([masked[i] for i in range(start, min(start + batch_size, len(masked)))])
+            for start in range(0, len(masked), batch_size)]  # fmt: skip
 
 
 @torch.no_grad()
-def held_out_mlm_loss(model):
-    model.eval()
-    return bert_mlm_loss(model, held_out.collate([held_out[i] for i in range(len(held_out))])).loss.item()
+def held_out_mlm(model, batches):
+    """Mean cross-entropy and top-1 accuracy over the masked tokens, and the masked tokens themselves."""
+    loss, correct, targets = 0.0, 0, []
+    for batch in batches:
+        hidden = model.features(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).last_hidden_state
+        scored = batch["labels"] != IGNORE_INDEX  # (B, T): the masked positions
+        logits, target = model.mlm_logits(hidden, scored), batch["labels"][scored]  # (N, V), (N,)
+        loss += F.cross_entropy(logits, target, reduction="sum").item()
+        correct += int((logits.argmax(-1) == target).sum())
+        targets.append(target)
+    targets = torch.cat(targets)
+    return loss / len(targets), correct / len(targets), targets
+
+
+plateau = {}
+for name, checkpoint in course.items():
+    loss, accuracy, targets = held_out_mlm(checkpoint.model, held_out_batches(checkpoint, pretraining[name]))
+    counts = torch.bincount(targets).double()
+    p = counts[counts > 0] / counts.sum()
+    entropy = float(-(p * p.log()).sum())  # H = -Σ p log p over the masked tokens
+    assert abs(entropy - unigram_entropy(targets)) < 1e-9  # written out = minilm's
+    plateau[name] = {"masked": len(targets), "H": entropy, "loss": loss, "accuracy": accuracy,
+                     "most frequent": float(counts.max() / counts.sum())}  # fmt: skip
+
+print(f"{'model':7s} {'masked':>7s} {'H (unigram)':>11s} {'MLM loss':>9s} {'H - loss':>9s} {'top-1':>6s} "
+      f"{'most frequent':>14s}")  # fmt: skip
+for name, r in plateau.items():
+    print(f"{name:7s} {r['masked']:7,} {r['H']:11.2f} {r['loss']:9.2f} {r['H'] - r['loss']:9.2f} "
+          f"{r['accuracy']:6.2f} {r['most frequent']:14.2f}")  # fmt: skip
+for name, r in plateau.items():
+    assert past_plateau(r["loss"], r["H"]), f"{name} is not a nat below the unigram entropy"
+    assert r["accuracy"] > 2 * r["most frequent"], f"{name} does not beat the most frequent token by 2x"
+print("both a nat or more below their unigram entropy:", all(past_plateau(r["loss"], r["H"]) for r in plateau.values()))
+print("both right over twice as often as the most frequent token:",
+      all(r["accuracy"] > 2 * r["most frequent"] for r in plateau.values()))  # fmt: skip
+
+# %% [markdown]
+# Both models read the context: BERT's loss is about 1.7 nats below the loss of word frequencies, ALBERT's just over
+# one, and their top guess is right three to five times as often as the most frequent token would be. (The two
+# losses are not comparable with each other: each model has its own 8,192-token vocabulary, WordPiece for BERT,
+# Unigram for ALBERT, and its own masked tokens; each is compared with its own $H$.)
+#
+# **Figure 1.** Now the layers. Both models read the same held-out text, the first 256 inputs of up to 32 tokens
+# of the held-out paragraphs (each in its own tokens), unmasked. `minilm.analysis.layer_transitions` measures, per
+# layer, the mean L2 distance and angle between each real token's input and output vector, and `oscillation` how
+# much a curve goes up and down: its total variation minus its net change, over its mean; 0 for a curve that only
+# falls or only rises. Each model's *untrained twin* (`minilm.models.untrained_like`: the same architecture, freshly
+# initialised) is the control. And to check that the final vectors of different words differ — vectors that all
+# point one way carry nothing about their context — the mean cosine similarity between the final vectors $u_i$ of
+# two different tokens, over all $N(N-1)$ pairs, which the sum of the unit vectors gives at once:
+# $\frac{1}{N(N-1)}\sum_{i \ne j} \hat u_i \cdot \hat u_j = \frac{\lVert \sum_i \hat u_i \rVert^2 - N}{N(N-1)}$.
+
+
+# %%
+def mean_pairwise_cosine(vectors):
+    """The mean of cos(u_i, u_j) over all pairs of two different rows of vectors (N, C)."""
+    unit = F.normalize(vectors.double(), dim=-1)
+    n = len(unit)
+    return float((unit.sum(0).square().sum() - n) / (n * (n - 1)))
 
 
 @torch.no_grad()
-def transitions(model):
-    model.eval()
-    out = model.features(plain["input_ids"], plain["attention_mask"], output_hidden_states=True)
-    return layer_transitions(out.hidden_states, plain["attention_mask"])  # (L,) L2 distances, (L,) angles
-
-
-@torch.no_grad()
-def token_similarity(model):
-    """Mean cosine similarity between the final vectors of two different held-out tokens (fixed random pairs)."""
-    model.eval()
-    real = plain["attention_mask"].bool()
-    h = F.normalize(model.features(plain["input_ids"], plain["attention_mask"]).last_hidden_state[real], dim=-1)
-    partner = torch.randperm(len(h), generator=torch.Generator().manual_seed(0))  # (N,)
-    return (h * h[partner]).sum(-1).mean().item()
+def figure1(model, text):
+    """Per-layer L2 distances and angles on text, and the mean pairwise cosine of its words' final vectors."""
+    out = model.features(text["input_ids"], text["attention_mask"], output_hidden_states=True)
+    l2, degrees = layer_transitions(out.hidden_states, text["attention_mask"])  # (L,) each
+    words = text["attention_mask"].bool() & ~text["special_tokens_mask"]  # real tokens, not [CLS] or [SEP]
+    return {"l2": l2, "degrees": degrees, "cosine": mean_pairwise_cosine(out.last_hidden_state[words])}
 
 
 live = {}
-for name in ("BERT", "ALBERT"):
-    torch.manual_seed(0)
-    if name == "BERT":
-        model = Bert(bert_config("tiny", **SHAPE, nsp=False))  # every layer its own weights, E = H
-    else:
-        model = Albert(albert_config("tiny", **SHAPE, embedding_size=32, sop=False))  # one shared block, E = 32
-    before = {"loss": held_out_mlm_loss(model), "similarity": token_similarity(model)}
-    config = TrainConfig(batch_size=16, lr=2e-3, max_steps=80, warmup_steps=8, eval_every=0, progress=False)
-    Trainer(model, bert_mlm_loss, examples, config, collate=DynamicMasking(masking)).fit()
-    live[name] = {"parameters": count_parameters(model), "before": before, "after": held_out_mlm_loss(model)}
-    live[name]["l2"], live[name]["degrees"] = transitions(model)
-    live[name]["similarity"] = token_similarity(model)
+for name, checkpoint in course.items():
+    text = pad_batch(make_examples("full_sentences", held_out_novels, checkpoint.tokenizer, max_tokens=32)[:256],
+                     checkpoint.tokenizer.pad_id)  # fmt: skip
+    live[name] = figure1(checkpoint.model, text)
+    live[f"{name}, untrained"] = figure1(untrained_like(checkpoint), text)
+some = F.normalize(torch.randn(50, 8, generator=torch.Generator().manual_seed(0)), dim=-1)
+by_pairs = ((some @ some.T).sum() - 50) / (50 * 49)  # every pair, the long way
+assert abs(mean_pairwise_cosine(some) - float(by_pairs)) < 1e-6
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 for name, r in live.items():
-    print(
-        f"{name:6s} {r['parameters']:>9,} parameters; held-out MLM loss {r['before']['loss']:.2f} -> {r['after']:.2f}"
-    )
-    print(f"       cos(final vectors of two tokens) {r['before']['similarity']:.2f} -> {r['similarity']:.2f}")
-    print(f"       L2 per layer {[round(v, 2) for v in r['l2'].tolist()]}")
-    print(f"       angle per layer {[round(v, 1) for v in r['degrees'].tolist()]} degrees")
+    print(f"{name:18s} L2 per layer {[round(v, 2) for v in r['l2'].tolist()]}, angle per layer "
+          f"{[round(v, 1) for v in r['degrees'].tolist()]} degrees")  # fmt: skip
+    print(f"{'':18s} oscillation: L2 {oscillation(r['l2']):.3f}, angle {oscillation(r['degrees']):.3f}; "
+          f"mean cosine of two words' final vectors {r['cosine']:.3f}")  # fmt: skip
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.3))
 for ax, key, title in zip(axes, ("l2", "degrees"), ("L2 distance", "angle (degrees)"), strict=True):
-    for name, style in (("BERT", "o-"), ("ALBERT", "s-")):
-        _ = ax.plot(range(1, 7), live[name][key], style, label=f"{name} ({live[name]['parameters'] / 1e6:.2f}M)")
-    ax.set(xlabel="layer", title=f"{title} between each layer's input and output", yscale="log")
-    ax.legend()
-plt.suptitle("Figure 1 in miniature, live: 6 layers, H = 128, 80 steps")
+    for name, color in (("BERT", "tab:blue"), ("ALBERT", "tab:orange")):
+        params = count_parameters(course[name].model) / 1e6
+        _ = ax.plot(range(1, 5), live[name][key], "o-", color=color, label=f"{name} ({params:.2f}M)")
+        untrained = live[f"{name}, untrained"][key]
+        _ = ax.plot(range(1, 5), untrained, "o:", color=color, alpha=0.5, label=f"{name}, untrained")
+    ax.set(xlabel="layer", title=f"{title} between each layer's input and output", ylim=(0, None))
+    ax.set_xticks(range(1, 5))
+    ax.legend(fontsize=8)
+plt.suptitle("Figure 1 in miniature: the course checkpoints (4 layers, H = 128) on held-out text")
 plt.tight_layout()
 plt.show()
 
-for name, r in live.items():
-    assert r["after"] < r["before"]["loss"] - 1.0, f"{name} learned: its held-out MLM loss fell by more than a nat"
-bert_zigzag = min(oscillation(live["BERT"]["l2"]), oscillation(live["BERT"]["degrees"]))
-albert_zigzag = max(oscillation(live["ALBERT"]["l2"]), oscillation(live["ALBERT"]["degrees"]))
-assert bert_zigzag > 0.2 > 0.05 > albert_zigzag, (bert_zigzag, albert_zigzag)
-print("ALBERT has under a quarter of BERT's parameters:", live["ALBERT"]["parameters"] < live["BERT"]["parameters"] / 4)
-print("BERT's curves go up and down (oscillation > 0.2):", bert_zigzag > 0.2)
-print("ALBERT's curves only fall (oscillation < 0.05):", albert_zigzag < 0.05)
-print("ALBERT's last layers barely move their input (last L2 < a tenth of the first):",
-      bool(live["ALBERT"]["l2"][-1] < 0.1 * live["ALBERT"]["l2"][0]))  # fmt: skip
-print("in both, the final vectors of any two tokens point the same way (cos > 0.9; < 0.6 untrained):",
-      all(r["similarity"] > 0.9 and r["before"]["similarity"] < 0.6 for r in live.values()))  # fmt: skip
+# %%
+albert, both = live["ALBERT"], ("BERT", "ALBERT")
+wiggle = {name: [oscillation(live[name]["l2"]), oscillation(live[name]["degrees"])] for name in both}
+turned = {name: live[name]["degrees"].mean() / live[f"{name}, untrained"]["degrees"].mean() for name in both}
+checks = {
+    "ALBERT's two curves only fall (oscillation < 0.05)": max(wiggle["ALBERT"]) < 0.05,
+    "BERT's two go down and up again (oscillation > 0.1)": min(wiggle["BERT"]) > 0.1,
+    "ALBERT's last layer still turns its input by over 5 degrees": bool(albert["degrees"][-1] > 5),
+    "...and moves it by over a fifth of its first layer's L2": bool(albert["l2"][-1] > 0.2 * albert["l2"][0]),
+    "trained layers turn their input over 3x more than untrained ones": all(t > 3 for t in turned.values()),
+    "mean cosine of two words' final vectors below 0.6 in both": all(live[n]["cosine"] < 0.6 for n in both),
+}
+for claim, holds in checks.items():
+    print(f"{claim}: {holds}")
+print("mean cosine of two words' final vectors:", {name: round(live[name]["cosine"], 2) for name in both})
+assert all(checks.values()), checks
 
 # %% [markdown]
-# **What this shows.** The two models reach about the same held-out MLM loss, with ALBERT at a fifth of the
-# parameters, but their layers behave differently. BERT's layers, each with its own weights, change their input by
-# different amounts — down at one layer, up at the next. ALBERT's single block, applied again and again, moves the
-# representation a lot the first time and less each time after: a smooth curve, as in the paper.
+# **What this shows.** Past the plateau, the layers of the two models behave differently, in the direction of the
+# paper's Figure 1:
 #
-# **And what it does not.** Both models are at the first plateau of MLM training: the loss they reach, about 6.5
-# nats, is what predicting each word's frequency without looking at the context gives, and the last line above shows
-# why — after 80 steps every token's final vector points the same way, in both models (they start far apart). So the
-# transitions measured here move one shared vector, not contextual ones. That is enough for the shared block to show
-# its nature: applied repeatedly, it converges to a fixed point, and ALBERT's last layers barely change anything. The
-# paper's ALBERT-large, trained for 125,000 steps, is far from that state: its distances and angles "do not converge
-# to 0 even after 24 layers". Leaving the plateau takes more steps than this course can spend (section 5).
+# - ALBERT's one block, applied four times, turns its input most the first time (about 30 degrees) and less each
+#   time after (about 12 at the fourth): its curves only fall. They do not fall to zero: the fourth application
+#   still turns the vectors by over 5 degrees and moves them by over a fifth of the first one's distance — the
+#   paper's "do not converge to 0", and unlike the ALBERT of section 5, still on the plateau, whose block settles
+#   at a fixed point.
+# - BERT's layers, each with its own weights, move their input by about as much at each of the first three layers
+#   (23–25 degrees) and most at the last (about 31): its curves go down and up again.
+# - Untrained, both barely move their input (2–5 degrees a layer): the transitions are learned. (ALBERT's first L2
+#   is large even untrained: its first input is the E → H projection of its embeddings, much shorter than the
+#   LayerNorm-normalised outputs of the block, so that distance includes a change of length; the angle does not.)
+# - The final vectors of two different words have a mean cosine of 0.38 (BERT) and 0.28 (ALBERT): spread over many
+#   directions, like the untrained twins' random ones, and far from the 1 of vectors that all point one way.
+#
+# What the miniature does *not* show is an oscillation in the paper's sense: four layers are too few to zigzag, and
+# BERT's single dip and rise is only twice the wiggle of its untrained twin's random curve (about 0.18 against
+# 0.09). It reproduces the contrast of shapes: a shared block whose steps shrink smoothly with depth but do not
+# vanish, against independent layers whose steps do not shrink at all. Weight sharing makes depth the iteration of
+# one function, and a trained one keeps transforming its input. The price is visible too: with under half of BERT's
+# parameters and more steps, ALBERT ends less far below its plateau (about 1.0 nats against 1.7) — a hint only,
+# since the tokenizers and inputs differ, but the paper also finds ALBERT-base behind BERT-base at the same width.
 #
 # ## 4. Sentence-order prediction: NSP is too easy
 #
@@ -559,12 +665,13 @@ print("SST-2 probes within 3 standard errors of the majority class:", sum(near_m
 
 # %% [markdown]
 # **Not reproduced — and not testable at this size.** The six held-out MLM losses lie within a tenth of a nat of
-# each other, at the plateau of section 3 (about 6.5 nats: word frequencies, no context), and the SST-2 probes sit
-# at or near the majority class: features in which every token points the same way have nothing to offer a
-# classifier. With all six models at the same early stage, $E$ and sharing cannot show their effects, which the
-# paper measured after 125,000 steps of 4,096 sequences of 512 tokens: some 600,000 times the tokens our runs see.
-# (Checked outside the record: the not-shared $E = 32$ model, trained for 1,500 steps at a learning rate of 1e-3, was
-# still at 6.35 nats.)
+# each other at about 6.5 nats, on the unigram plateau that section 3's checkpoints have left (there, masked tokens
+# of the course ALBERT's vocabulary, of the same kind, have a unigram entropy of about 6.2 nats: word frequencies, no
+# context), and the SST-2 probes sit at or near the majority class: features of a model that has not learned to read
+# its context have little to offer a classifier. With all six models at the same early stage, $E$ and sharing cannot
+# show their effects, which the paper measured after 125,000 steps of 4,096 sequences of 512 tokens: some 600,000
+# times the tokens our runs see. (Checked outside the record: the not-shared $E = 32$ model, trained for 1,500 steps
+# at a learning rate of 1e-3, was still at 6.35 nats.)
 # What the miniature does show exactly is the parameter column: at $H = 128$ and $V = 8{,}000$, the all-shared model
 # with $E = 16$ has 0.36M parameters, the not-shared one with $E = H$ 2.3M.
 #
@@ -635,9 +742,11 @@ for label, name in tables["figure1"].items():
           f"last layer's L2 {t['l2'][-1]:.3f}")  # fmt: skip
 
 # %% [markdown]
-# The live result again, after 300 steps: BERT's transitions zigzag, ALBERT's fall smoothly — and, at this plateau,
-# all the way to a fixed point (its sixth layer moves its input by about a ten-thousandth of the first layer's move),
-# where the paper's trained ALBERT keeps transforming its input at every layer.
+# On the plateau, after 300 steps, BERT's transitions zigzag and ALBERT's fall smoothly — but all the way to a fixed
+# point: its sixth layer moves its input by about a ten-thousandth of the first layer's move. That is what a block
+# applied again and again does when it has learned nothing about context, not the paper's finding. The course
+# ALBERT of section 3, past the plateau, falls smoothly too but still turns its input by over 5 degrees at its last
+# layer, as the paper's trained ALBERT keeps transforming its input at every layer.
 #
 # ### Table 5: NSP vs SOP
 #
@@ -680,8 +789,8 @@ print(f"the bag-of-tokens threshold of section 4 on held-out NSP pairs: {bag_acc
 
 # %% [markdown]
 # **Not reproduced.** Every cell is at chance, the NSP-pretrained model on NSP included — a task that word overlap
-# alone half solves (section 4). The reason is section 3's: at the plateau the [CLS] vector, like every other, is
-# nearly the same for every input, so neither the pretrained head nor a probe can read anything from it; the
+# alone half solves (section 4). The reason is the plateau (section 3): a model that predicts word frequencies has
+# not learned to read its input, so its [CLS] vector holds little about the pair for a head or a probe to read; the
 # sentence-level losses stayed near log 2 ≈ 0.69 (the final training loss of the NSP and SOP runs is 0.6–0.7 above
 # the "none" run's). (A check outside the record: an ALBERT of this size trained on NSP *alone*, without MLM, for 300
 # steps at a learning rate of 1e-3 reached only 0.55 on held-out NSP, and on SOP alone 0.50.) So
@@ -749,16 +858,20 @@ print("...and runs within a factor 1.5 of BERT-base's time:", 1 / 1.5 < time_rat
 #   any width, where BERT-large's table is 31M and an xxlarge-wide one would be 123M.
 # - Cross-layer sharing runs one block $L$ times: ALBERT-base's encoder holds 7M parameters instead of 85M. Sharing
 #   the feed-forward sublayer is what hurts most in the paper; sharing attention is nearly free.
-# - Shared layers change their input smoothly from layer to layer (Figure 1); in our briefly trained miniatures the
-#   one block even converges to a fixed point within six layers.
+# - Shared layers change their input smoothly from layer to layer (Figure 1). In the course checkpoints, past the
+#   unigram plateau, ALBERT's one block turns its input less at every application but still by over 5 degrees at
+#   the fourth, while BERT's four layers do not shrink their steps and move most at the last; on the plateau (the
+#   recorded 300-step runs) the shared block instead settles at a fixed point. Four layers are too few to show the
+#   paper's zigzag.
 # - NSP can be solved in good part by topic — word overlap alone scores 0.64 — and SOP not at all; in the paper
 #   SOP-trained models solve NSP, NSP-trained ones stay at chance on SOP. Cutting SOP pairs as BERT cuts NSP's leaves
 #   a length cue in short inputs.
 # - Fewer parameters is not less computation: ALBERT-base runs at about BERT-base's speed.
-# - In miniature (6 layers, H = 128, 300 steps), every model stops at the first plateau of MLM training, where
-#   the loss is that of word frequencies and every token's final vector points the same way; so Tables 3–5's
-#   quality columns are not reproduced, and could not be at this scale. Their parameter columns are, exactly, and
-#   the transitions are: the more the layers share, the smoother they are.
+# - A model is worth measuring only once it has left the unigram plateau (an MLM loss equal to that of word
+#   frequencies); the course checkpoints are a nat or more below it after thousands of steps. The recorded
+#   miniatures (6 layers, H = 128, 300 steps) are on it, so Tables 3–5's quality columns are not reproduced, and
+#   could not be at that scale. Their parameter columns are, exactly, and the transitions are: the more the layers
+#   share, the smoother they are.
 #
 # ## Exercises
 #
@@ -766,10 +879,13 @@ print("...and runs within a factor 1.5 of BERT-base's time:", 1 / 1.5 < time_rat
 #    the embedding, and in the one shared block? Find the $E$ at which the V×E table equals the block in size. Check
 #    your arithmetic with `count_parameters` on the meta device.
 # 2. **Groups.** `albert_config("albert-base", n_groups=3)` shares one block within each of 3 groups of 4 layers.
-#    Count its parameters, then rerun section 3's live experiment with `n_groups=2` and `n_groups=6` (= not shared).
-#    Where does the oscillation of the transition curves appear?
-# 3. **The fixed point.** Run the live ALBERT of section 3 for 12 and 24 layers (`n_layers`), without retraining
-#    (the block is the same). Does the representation stop moving? Compare the MLM loss read from layer 6, 12 and 24.
+#    Count its parameters. Then pretrain the course ALBERT's recipe (`JOBS["albert"]` in
+#    `experiments/course_checkpoints.py`) with `n_groups=2` and `n_groups=4` (= not shared), check that both leave
+#    the plateau, and measure their transitions as in section 3. Where does the oscillation of the curves appear?
+# 3. **The fixed point.** Apply the course ALBERT's one block (`course["ALBERT"].model.encoder.layers[0]`) 8, 16 and
+#    32 times to held-out text, with the loop of section 2 and no retraining. Does the representation stop moving,
+#    as the plateau's ALBERT of section 5 does, or keep turning, as the paper's does after 24 layers? Compare the MLM
+#    loss read after 4 applications (as trained), 8 and 32.
 # 4. **A cue-free NSP.** Build NSP pairs whose NotNext sentence comes from the *same* novel (write the pair maker with
 #    `minilm.objectives.segments.segment_pairs`). How does the bag-of-tokens classifier of section 4 do on them, and
 #    why is that task closer to SOP?
