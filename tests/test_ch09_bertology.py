@@ -1,8 +1,9 @@
 """The recorded miniatures of Chapter 9 (experiments/ch09_compression.py, experiments/ch09_contextuality.py) checked
 against the library and the scripts: every parameter count, size and head count recomputed from the real
 all-MiniLM-L6-v2 with the recorded heads really removed, the compression table recomputed from the recorded
-measurements, the pruning curve consistent with the script's choice of model, and every measure within its range.
-Without a record, these tests skip."""
+measurements, the pruning curve consistent with the script's choice of model, every measure within its range, and
+every course model measured past the unigram plateau, as the course checkpoints' record states. Without a record,
+these tests skip."""
 
 import copy
 import json
@@ -25,6 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from experiments.ch09_compression import SentenceClassifier  # noqa: E402
 from experiments.ch09_contextuality import MODELS  # noqa: E402
+from minilm.analysis.plateau import past_plateau  # noqa: E402
+from minilm.models import course_checkpoint  # noqa: E402
 
 
 def _record(name: str) -> dict:
@@ -136,3 +139,20 @@ def test_contextuality_record_measures_every_layer_within_range(contextuality, a
                     continue
                 assert len(values) == n_layers, (name, measure)
                 assert all(math.isfinite(v) and -1.0 - 1e-6 <= v <= 1.0 + 1e-6 for v in values), (name, measure)
+
+
+def test_contextuality_course_models_are_the_committed_checkpoints_past_the_plateau(contextuality):
+    checkpoints = _record("course_checkpoints")
+    for name, (course_name, _) in MODELS.items():
+        entry = contextuality["models"][name]
+        checkpoint = course_checkpoint(course_name)
+        body = checkpoint.model  # in eval mode, float32
+        assert entry["parameters"] == count_parameters(body), name
+        assert entry["steps"] == json.loads((checkpoint.folder / "minilm_run.json").read_text())["steps"], name
+        # the script measured the body's layers: the input and one vector per layer
+        assert len(entry["trained"]["anisotropy"]) == body.config.n_layers + 1, name
+        loss, entropy = entry["held_out_loss"], entry["unigram_entropy"]
+        assert past_plateau(loss, entropy), name
+        if "held_out_loss" in checkpoints.get(course_name, {}):  # the plateau fields it copied (or scored alike)
+            assert loss == pytest.approx(checkpoints[course_name]["held_out_loss"], abs=1e-3), name
+            assert entropy == pytest.approx(checkpoints[course_name]["unigram_entropy"], abs=1e-6), name
