@@ -96,6 +96,11 @@ def reuse(run_dir: str | Path) -> Path:
     return Path(run_dir)
 
 
+def gpu() -> str:
+    """", one <GPU name>" when torch sees a CUDA device (the experiments train there: ``device="auto"``), else ""."""
+    return f", one {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
+
+
 def provenance() -> dict:
     """Command, commit, machine and date of this run (and the runs it reused)."""
     started = _started or code_state()
@@ -103,8 +108,8 @@ def provenance() -> dict:
     record = {
         "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "commit": commit,
-        "machine": f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), torch {torch.__version__}, "
-        f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} at the end",
+        "machine": f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}){gpu()}, "
+        f"torch {torch.__version__}, Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} at the end",
         "date": datetime.date.today().isoformat(),
     }
     if started["uncommitted"]:

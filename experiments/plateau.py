@@ -18,6 +18,7 @@ the first evaluation at least half a nat below it (``left_at``: None when it nev
 trained longer, are asked for a whole nat).
 
     python experiments/plateau.py                       # every run, two at a time (about an hour on 2 cores)
+    python experiments/plateau.py --only mlm/wide,mlm/deep   # these runs, added to the recorded others
     python experiments/plateau.py --only mlm/base,mlm/seq128 --steps 200   # a trial (not recorded)
 
 Writes experiments/results/plateau.json; Chapter 3 reads it.
@@ -36,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.common import begin, save_results  # noqa: E402
+from experiments.common import RESULTS_DIR, begin, provenance, save_results  # noqa: E402
 from minilm.analysis.plateau import scored_targets, unigram_entropy  # noqa: E402
 from minilm.tokenizers import Tokenizer  # noqa: E402
 from minilm.train import pretrain  # noqa: E402
@@ -182,12 +183,25 @@ def main() -> None:
     variants.sort(key=lambda v: FIRST.index(v.key) if v.key in FIRST else len(FIRST))  # the most telling first
     jobs = [(v, args.steps or STEPS[v.family]) for v in variants]
     runs = {}
+    kept = earlier_runs() if args.steps is None else {}
     with multiprocessing.get_context("spawn").Pool(args.workers, maxtasksperchild=1) as pool:
         for key, record in pool.imap_unordered(run_one, jobs):
-            runs[key] = record
+            runs[key] = record | {"provenance": provenance()}
             if args.steps is None:  # each run is kept as it ends: a stopped sweep keeps the runs it finished
-                done = {v.key: runs[v.key] for v in VARIANTS if v.key in runs}
+                done = {v.key: ({**kept, **runs})[v.key] for v in VARIANTS if v.key in {**kept, **runs}}
                 print(save_results(NAME, {"steps": STEPS, "left_margin": LEFT, "runs": done}), flush=True)
+
+
+def earlier_runs() -> dict:
+    """The recorded runs of an earlier invocation with the same steps (``--only`` adds runs to them, each with the
+    provenance of the invocation that made it); runs of other settings are dropped."""
+    path = RESULTS_DIR / f"{NAME}.json"
+    if not path.is_file():
+        return {}
+    record = json.loads(path.read_text())
+    if record["results"]["steps"] != STEPS or record["results"]["left_margin"] != LEFT:
+        return {}
+    return {key: {"provenance": record["provenance"]} | run for key, run in record["results"]["runs"].items()}
 
 
 def run_one(job: tuple[Variant, int]) -> tuple[str, dict]:
