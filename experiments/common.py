@@ -97,7 +97,7 @@ def reuse(run_dir: str | Path) -> Path:
 
 
 def gpu() -> str:
-    """", one <GPU name>" when torch sees a CUDA device (the experiments train there: ``device="auto"``), else ""."""
+    """ ", one <GPU name>" when torch sees a CUDA device (the experiments train there: ``device="auto"``), else ""."""
     return f", one {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
 
 
@@ -109,7 +109,8 @@ def provenance() -> dict:
         "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "commit": commit,
         "machine": f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}){gpu()}, "
-        f"torch {torch.__version__}, Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} at the end",
+        f"torch {torch.__version__}, Python {platform.python_version()}, "
+        f"load average {os.getloadavg()[0]:.1f} at the end",
         "date": datetime.date.today().isoformat(),
     }
     if started["uncommitted"]:
