@@ -121,14 +121,16 @@ class DistributedContext:
 
     @property
     def enabled(self) -> bool:
-        return self.world_size > 1
+        """Whether this run joined a process group: torchrun started it, with one process or more."""
+        return self.world_size > 1 or (dist.is_available() and dist.is_initialized())
 
     @classmethod
     def from_environment(cls, device: str = "auto") -> DistributedContext:
         """Join the process group torchrun set up (if any) and pick this process's device."""
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
-        if world_size == 1:
+        if world_size == 1 and "LOCAL_RANK" not in os.environ:  # not started by torchrun: no process group
             return cls(device=resolve_device(device))
+        # torchrun, with one process or more: ``torchrun --nproc_per_node 1 ... distributed=fsdp`` shards (one shard)
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         resolved = resolve_device(device)
         if resolved.type == "cuda":
