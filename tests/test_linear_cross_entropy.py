@@ -119,6 +119,36 @@ def test_under_bf16_autocast_it_matches_the_plain_loss_and_keeps_fp32_gradients(
         torch.testing.assert_close(g, w.float(), rtol=5e-2, atol=5e-3)
 
 
+def test_fp16_gradients_survive_many_targets_under_a_gradient_scaler():
+    """∂L/∂z = (softmax − onehot) / N is below fp16's smallest number at N x V ~ 1e8 (GPT-2's vocabulary, 2k tokens):
+    cast to fp16 before the scaler's factor arrives, it was flushed to zero and fp16 training stopped learning (found
+    by benchmarks/gpu.py). The fused loss keeps G unscaled in fp16 and applies 1/N and the factor in fp32."""
+    hidden, weight, bias, targets = inputs(n=2048, d=16, v=4096, ignored=(), dtype=torch.float32)
+    half = [t.detach().half().requires_grad_() for t in (hidden, weight, bias)]
+    reference = [t.detach().float().requires_grad_() for t in half]  # fp32 on the same fp16-rounded inputs
+    want = torch.autograd.grad(plain(*reference, targets), reference)
+    scale = 2.0**16  # torch.amp.GradScaler's first scale
+    got = torch.autograd.grad(scale * linear_cross_entropy(*half, targets, chunk_rows=512), half)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == torch.float16
+        assert (g.float() / scale - w).norm() < 1e-2 * w.norm()  # fp16's rounding, not a flushed gradient
+
+
+def test_under_torch_compile_the_loss_is_one_graph_with_the_same_value_and_gradients():
+    """Compiled, the chunked loop (and its count of targets, a value the graph cannot hold) gives way to the plain
+    loss, which the compiler fuses: fullgraph=True fails on any graph break."""
+    hidden, weight, bias, targets = inputs(dtype=torch.float32)
+    compiled = torch.compile(linear_cross_entropy, backend="eager", fullgraph=True)
+    for reduction in ("mean", "sum"):
+        want, want_grads = loss_and_grads(plain, hidden, weight, bias, targets, reduction=reduction)
+        got, got_grads = loss_and_grads(compiled, hidden, weight, bias, targets, reduction=reduction)
+        torch.testing.assert_close(got, want)
+        for g, w in zip(got_grads, want_grads, strict=True):
+            torch.testing.assert_close(g, w)
+    nothing = torch.full_like(targets, -100)
+    assert compiled(hidden, weight, bias, nothing).item() == 0.0  # as the chunked loss: 0 with no scored target
+
+
 def test_bad_shapes_and_reductions_are_named():
     hidden, weight, bias, targets = inputs()
     with pytest.raises(ValueError, match=r"expected hidden \(N, D\), weight \(V, D\) and targets \(N,\)"):

@@ -105,3 +105,18 @@ def test_clear_errors():
         model.generate(torch.zeros(1, 30, dtype=torch.long), 5)
     with pytest.raises(ValueError, match="temperature must be > 0"):
         model.generate(torch.zeros(1, 2, dtype=torch.long), 2, temperature=-1)
+
+
+def test_the_compiled_training_loss_is_one_graph():
+    """torch.compile(fullgraph=True) fails on any graph break: the GPT's forward and its fused loss trace whole (the
+    position check reads shapes, not values; the loss is the plain one under the compiler), so compile can fuse the
+    step. A break there once left the compiled GPT-2 small no faster than eager on an H200 (benchmarks/README.md)."""
+    from minilm.recipes.gpt import clm_loss
+    from minilm.train.trainer import LossModule
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=50, max_len=16, n_layers=2, n_heads=2, d_model=16, dropout=0.0))
+    block = torch.randint(0, 50, (3, 17))
+    loss_module = LossModule(model, clm_loss)
+    compiled = torch.compile(loss_module, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(block).loss, loss_module(block).loss)

@@ -28,8 +28,13 @@ def sinusoidal_positions(max_len: int, d_model: int) -> Tensor:
     return pe
 
 
-def _check_positions(position_ids: Tensor, max_len: int) -> None:
-    longest = int(position_ids.max()) + 1 if position_ids.numel() else 0
+def _check_positions(position_ids: Tensor, max_len: int, longest: int | None = None) -> None:
+    """Refuse positions past the table. ``longest``: the number of positions, when the shapes already say it (the
+    default positions): no look at the values, which would wait for a GPU and break a ``torch.compile`` graph."""
+    if longest is None:
+        if torch.compiler.is_compiling():  # a value-dependent check breaks the graph: the lookup itself fails instead
+            return
+        longest = int(position_ids.max()) + 1 if position_ids.numel() else 0
     if longest > max_len:
         raise ValueError(f"a sequence of length {longest} is longer than max_len={max_len} positions")
 
@@ -46,8 +51,8 @@ class SinusoidalPositionEmbedding(nn.Module):
         self.max_len = max_len
         self.register_buffer("pe", sinusoidal_positions(max_len, d_model), persistent=False)
 
-    def forward(self, position_ids: Tensor) -> Tensor:
-        _check_positions(position_ids, self.max_len)
+    def forward(self, position_ids: Tensor, longest: int | None = None) -> Tensor:
+        _check_positions(position_ids, self.max_len, longest)
         return self.pe[position_ids]
 
 
@@ -63,8 +68,8 @@ class LearnedPositionEmbedding(nn.Embedding):
         self.max_len = max_len
         self.offset = offset
 
-    def forward(self, position_ids: Tensor) -> Tensor:
-        _check_positions(position_ids, self.max_len)
+    def forward(self, position_ids: Tensor, longest: int | None = None) -> Tensor:
+        _check_positions(position_ids, self.max_len, longest)
         return super().forward(position_ids + self.offset)
 
 
@@ -129,9 +134,11 @@ class TransformerEmbedding(nn.Module):
         """
         x = self.token(input_ids) * self.token_scale  # (B, T, C)
         if self.position is not None:
+            longest = None
             if position_ids is None:
-                position_ids = torch.arange(past_length, past_length + input_ids.size(1), device=x.device)
-            x = x + self.position(position_ids)  # (T, C) or (B, T, C), broadcast over the batch
+                longest = past_length + input_ids.size(1)
+                position_ids = torch.arange(past_length, longest, device=x.device)
+            x = x + self.position(position_ids, longest)  # (T, C) or (B, T, C), broadcast over the batch
         if self.segment is not None:
             x = x + (self.segment(segment_ids) if segment_ids is not None else self.segment.weight[0])
         if self.norm is not None:

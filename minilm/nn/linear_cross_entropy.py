@@ -17,6 +17,7 @@ Hsu et al. 2024). Values and gradients equal ``F.cross_entropy(F.linear(h, W, b)
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 CHUNK_ROWS = 256  # rows of logits computed at once: (256, V) fp32, 8 MB at V = 8192 (fastest on CPU here)
@@ -44,6 +45,11 @@ def linear_cross_entropy(
             f"expected hidden (N, D), weight (V, D) and targets (N,), got {tuple(hidden.shape)}, "
             f"{tuple(weight.shape)} and {tuple(targets.shape)}"
         )
+    if torch.compiler.is_compiling():  # one graph (the chunk loop and the count of targets would break it): the plain
+        # loss, which the compiler fuses itself
+        logits = F.linear(hidden, weight, bias).float()
+        total = F.cross_entropy(logits, targets, ignore_index=ignore_index, reduction="sum")
+        return total if reduction == "sum" else total / (targets != ignore_index).sum().clamp(min=1)
     return _LinearCrossEntropy.apply(hidden, weight, bias, targets, ignore_index, reduction, chunk_rows)
 
 
@@ -79,8 +85,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 grad = logits.sub_(top).exp_()  # e, in the logits' memory: (n, V)
                 norm = grad.sum(dim=-1, keepdim=True)  # Σ_v e_v: (n, 1)
                 total += (top + norm.log() - target_logits)[keep].sum()  # ℓ_i = log Σ_v exp(z_v) − z_y
-                grad.mul_(keep[:, None].to(exact) * scale / norm)  # softmax(z), scaled by ∂L/∂ℓ_i; 0 where not scored
-                grad.scatter_add_(1, y, keep[:, None].to(exact) * -scale)  # − onehot(y): G = ∂L/∂z
+                grad.mul_(keep[:, None].to(exact) / norm)  # softmax(z); 0 where not scored
+                grad.scatter_add_(1, y, keep[:, None].to(exact).neg())  # − onehot(y): G = ∂ℓ_i/∂z_i
+                # G unscaled: ∂L/∂ℓ_i = 1/N (~1e-9 at N = 16k, V = 50k) would flush G to zero in fp16, before a
+                # gradient scaler's factor arrives; backward applies both in the exact dtype
                 grad = grad.to(dtype)  # G: (n, V)
                 if want_hidden:
                     grad_hidden[rows] = grad @ w  # G W: (n, D)
@@ -93,16 +101,18 @@ class _LinearCrossEntropy(torch.autograd.Function):
                     grad_bias += grad.sum(0, dtype=exact)
         ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
         ctx.dtypes = (weight.dtype, bias.dtype if bias is not None else None)
+        ctx.scale = scale
         return total * scale
 
     @staticmethod
     def backward(ctx, grad_loss):
         grad_hidden, grad_weight, grad_bias = ctx.saved_tensors
         weight_dtype, bias_dtype = ctx.dtypes
+        factor = grad_loss * ctx.scale  # ∂(loss)/∂L (a gradient scaler's factor) x ∂L/∂ℓ_i, in the exact dtype
         if grad_hidden is not None:
-            grad_hidden = grad_hidden * grad_loss.to(grad_hidden.dtype)
+            grad_hidden = (grad_hidden * factor).to(grad_hidden.dtype)
         if grad_weight is not None:
-            grad_weight = (grad_weight * grad_loss).to(weight_dtype)
+            grad_weight = (grad_weight * factor).to(weight_dtype)
         if grad_bias is not None:
-            grad_bias = (grad_bias * grad_loss).to(bias_dtype)
+            grad_bias = (grad_bias * factor).to(bias_dtype)
         return grad_hidden, grad_weight, grad_bias, None, None, None, None
