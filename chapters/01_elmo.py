@@ -472,8 +472,9 @@ plt.show()
 # %% [markdown]
 # **Reading the tables honestly.** The course ELMo (BPE tokens, 1,000 steps) and the recorded run (section 3's
 # word-level biLM, 2,000 steps) agree: trained, every contextual layer tags better than the same layer of the untrained
-# control, and the learned ScalarMix is the best tagger, as in the paper. Layer 0 is the exception in the course
-# ELMo's table: a random character CNN already keeps much of a word's spelling, which is what a tagger of unseen
+# control, and the learned ScalarMix is the best tagger: the paper's Table 2 found a learned mix of all layers better
+# than the top layer alone on its tasks (its Table 6 compares single layers only). Layer 0 is the exception in the
+# course ELMo's table: a random character CNN already keeps much of a word's spelling, which is what a tagger of unseen
 # words needs, and training spent its filters on what the language model needs instead. But the miniature does
 # **not** reproduce the paper's ordering for
 # syntax: here the *top* layer tags best. The paper's biLM read a billion words (ours: a few million) on top of a

@@ -233,7 +233,7 @@ print("checkpoints:", sorted(p.name for p in (run_dir / "checkpoints").glob("ste
 #
 # Our one-minute model is too unsure of everything to show the difference, so we look through a better one: the
 # course's own GPT (`minilm.models.course_checkpoint("gpt")`), the same recipe — 4 layers, width 192, a BPE
-# vocabulary of 8,192 tokens — pretrained on all 17 novels for about ten minutes of one CPU core by
+# vocabulary of 8,192 tokens — pretrained on all 17 novels for about 40 minutes of one CPU core (2,302 s) by
 # `experiments/course_checkpoints.py` (its record holds the command, the commit and the validation perplexity).
 # Here is what top-k (k = 10) and top-p (p = 0.9) keep of its next-token distribution after a context where the next
 # token is nearly certain, and after one where it is wide open:
@@ -500,7 +500,7 @@ print("new token ids:", [gpt_tokenizer.token_to_id(t) for t in (GPT_START, GPT_D
 # %% [markdown]
 # Now the paper's ablation (Table 5) in miniature: fine-tune on SST-2 from the random initialisation ("Transformer
 # w/o pre-training"), from the pretrained model ("w/o aux LM", $\lambda = 0$), and with the auxiliary LM loss
-# ($\lambda = 0.5$). Live, with the course GPT of section 4 (pretrained ten minutes) and, for the first row, the same
+# ($\lambda = 0.5$). Live, with the course GPT of section 4 (pretrained 40 minutes) and, for the first row, the same
 # architecture and tokenizer with freshly initialised weights (`course_run_dir(..., untrained=True)`), each fine-tuned
 # for 200 steps of 16 sentences (3,200 SST-2 training phrases) and scored on GLUE's 872 dev sentences (the course's
 # SST-2 `test` split: whole sentences from other reviews, whereas most phrases of its `validation` split, carved from
@@ -555,7 +555,7 @@ assert min(live_ablation.values()) > majority + MARGIN and no_gain
 # standard error is 1.6 points): on 3,200 labelled phrases the randomly initialised model learns SST-2 at least as
 # well, as in the recorded run below (250 steps on 4,000 sentences). With fewer labels, where pretraining should
 # matter most (100 steps on 400 or 800 phrases), the rows were within a few points of each other in our trials, in
-# either order. Has ten minutes of novels (3.4M parameters, 2.7M tokens) then put nothing into the model that movie
+# either order. Have 40 minutes of novels (3.4M parameters, 2.7M tokens) then put nothing into the model that movie
 # reviews can use? Fine-tuning cannot tell: with all its parameters free, it learns as much from scratch. After the
 # recorded table, a frozen probe asks what a classifier can read from the bodies. The paper's 14.8-point gain needs
 # a model and a corpus large enough that what pretraining learns is far more than the task's own data can teach.

@@ -25,7 +25,7 @@
 # | --- | --- | --- |
 # | masks fixed once in preprocessing (static) | new masks every time a sequence is seen (dynamic) | §4.1, Table 1 |
 # | pairs of segments + next-sentence prediction | full sentences packed to 512 tokens, no NSP | §4.2, Table 2 |
-# | batch 256, 1M steps | batch 8K, 500K steps (with accumulation) | §4.3, Table 3 |
+# | batch 256, 1M steps | batch 8K (§4.3, Table 3); 500K steps for the final model (§5, Table 4) | §4.3, §5 |
 # | 30K WordPiece vocabulary | 50K byte-level BPE vocabulary: no unknown tokens | §4.4 |
 # | 16 GB of text | 160 GB | §3.2, Table 4 |
 # | Adam β2 = 0.999, ε = 1e-6 | β2 = 0.98 (stabler with large batches), ε = 1e-6 | §3.1 |
@@ -498,7 +498,8 @@ print("a packed format (no NSP) beats SENTENCE-PAIR+NSP on SNLI:",
 
 # %% [markdown]
 # **What the miniature shows, honestly.** The MLM losses differ by a few hundredths of a nat — DOC-SENTENCES
-# lowest, as in the paper, but within what another seed would change. On SNLI the two packed formats without NSP
+# lowest (the paper's Table 2 reports downstream scores, not an MLM loss per format), but within what another seed
+# would change. On SNLI the two packed formats without NSP
 # come first (0.42 and 0.41 against 0.35–0.37), the direction of Table 2, and they did so in an earlier run of the
 # same script too. SST-2 shows how noisy single runs are at this scale: DOC-SENTENCES scored 0.56 here and 0.67 in
 # that earlier run (the WordPiece trainer breaks ties differently from run to run, and everything after the

@@ -105,7 +105,7 @@ reproducible(0, threads=1)
 # `BartForConditionalGeneration` counts them (the tests check equality):
 
 # %%
-PAPER = {"bart-base": 140, "bart-large": 400}  # millions (§3: base 6+6 layers, H = 768; large 12+12, H = 1024)
+PAPER = {"bart-base": 140, "bart-large": 400}  # millions (base, §4: 6+6 layers, H 768; large, §5.1: 12+12, H 1024)
 counts = {}
 for name in BART_PRESETS:
     with torch.device("meta"):  # shapes only: no memory, no initialisation

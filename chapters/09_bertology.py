@@ -598,7 +598,11 @@ print(f"a batch of 64: {1000 * full_seconds:.0f} ms -> {1000 * pruned_seconds:.0
 # \mathcal{L}_{ce} = T^2\,\mathrm{KL}\big(p^{T}_{\text{teacher}} \,\|\, p^{T}_{\text{student}}\big), \quad
 # \mathcal{L}_{cos} = 1 - \cos(h_{\text{student}}, h_{\text{teacher}}),$$
 #
-# ($\alpha = 5, \beta = 2, \gamma = 1, T = 2$; the $T^2$ keeps the gradients' scale as $T$ grows) and one more trick
+# ($\alpha = 5, \beta = 2, \gamma = 1, T = 2$ are the weights of Hugging Face's distillation script, which the paper
+# does not list; the $T^2$ keeps the gradients' scale as $T$ grows). The course's notes write the same loss as
+# $\mathcal{L} = \gamma_1 \mathcal{L}_{distil} + \gamma_2 \mathcal{L}_{mlm}$: their $\mathcal{L}_{distil}$, the
+# cross-entropy against the teacher's soft targets, is the KL above plus the teacher's entropy (a constant for the
+# student), so $\gamma_1, \gamma_2$ are $\alpha, \beta$, and the cosine term is the paper's third loss. One more trick
 # that matters as much: the student starts from **every other layer of the teacher**. DistilBERT keeps 97% of BERT's
 # GLUE score with 40% fewer parameters, 60% faster. `minilm.models.distilbert` is BERT without token types and
 # pooler; `student_from_teacher` builds and initialises it; `minilm.objectives.distillation` has the losses; and
