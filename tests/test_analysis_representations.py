@@ -185,6 +185,27 @@ def test_word_layer_vectors_of_gpt_skip_the_tokens_that_cover_no_character():
         assert all(torch.allclose(m[5 + w], h[0, t].mean(0), atol=1e-5) for w, t in enumerate(word_tokens))
 
 
+def test_word_layer_vectors_of_a_sentencepiece_model_read_each_words_own_first_piece():
+    """ALBERT's and T5's pieces ("▁clerk") cover the space before their word: matched by their first character, every
+    word after the first took the previous word's vector."""
+    from minilm.models import course_checkpoint
+
+    tokenizer = course_checkpoint("albert").tokenizer  # SentencePiece Unigram, 8,192 pieces: "▁stranger" is one
+    model = tiny_bert(tokenizer.vocab_size, max_len=64)
+    sentences = [["It", "was", "late"], "The stranger walked slowly into the house".split()]
+    first = word_layer_vectors(model, tokenizer, sentences, batch_size=1)
+    words = sentences[1]
+    enc = tokenizer(" ".join(words), return_tensors="pt")
+    word_starts = [sum(len(w) + 1 for w in words[:k]) for k in range(len(words))]
+    pieces = [(i, a, b) for i, (a, b) in enumerate(enc.offsets[0]) if not enc.special_tokens_mask[0, i]]
+    expected = [next(i for i, a, b in pieces if a <= start < b) for start in word_starts]  # the piece holding its
+    assert any(enc.offsets[0][i][0] < start for i, start in zip(expected, word_starts, strict=True))  # first letter
+    hidden = model.features(enc.input_ids, output_hidden_states=True).hidden_states
+    for h, f in zip(hidden, first, strict=True):
+        for w, position in enumerate(expected):
+            assert torch.allclose(f[len(sentences[0]) + w], h[0, position], atol=1e-5)
+
+
 def test_word_layer_vectors_of_a_character_model_are_its_layer_features():
     torch.manual_seed(0)
     model = ELMo(SMALL_ELMO).eval()

@@ -124,13 +124,16 @@ def word_layer_vectors(
 
 
 def _token_words(words: Sequence[str], offsets: list[tuple[int, int]], special: list[int]) -> list[int | None]:
-    """The index in ``words`` of each token of ``" ".join(words)`` (by its first character); None for special tokens
-    and tokens that cover no character."""
+    """The index in ``words`` of each token of ``" ".join(words)`` (by its first character that is not a space: a
+    SentencePiece token such as ALBERT's "▁cat" covers the space before its word); None for special tokens and tokens
+    that cover no character of a word (a lone "▁")."""
+    text = " ".join(words)
     starts = list(accumulate((len(w) + 1 for w in words[:-1]), initial=0))  # each word's first character
-    return [
-        bisect_right(starts, first) - 1 if not is_special and end > first else None
-        for (first, end), is_special in zip(offsets, special, strict=True)
-    ]
+    found = []
+    for (first, end), is_special in zip(offsets, special, strict=True):
+        first += len(text[first:end]) - len(text[first:end].lstrip(" "))  # past the spaces it covers
+        found.append(bisect_right(starts, first) - 1 if not is_special and end > first else None)
+    return found
 
 
 def sense_vectors(model: nn.Module, word: str, senses: Mapping[str, Sequence[str]]) -> tuple[list[Tensor], Tensor]:
