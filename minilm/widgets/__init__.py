@@ -4,6 +4,7 @@
     decoding_explorer(logits, tokenizer)      # temperature, top-k, top-p over next-token logits; plot_decoding
     masking_explorer(tokenizer, text)         # BERT's masking rate, 80/10/10 split and seed on a sentence; plot_masking
     scalar_mix_explorer(mix, accuracies=...)  # ELMo's layer weights softmax(w) and γ; plot_scalar_mix
+    albert_parameters_explorer()              # ALBERT's V, H, E, layers and sharing -> its parameters; plot_albert_...
 
 Each explorer is an ``ipywidgets.VBox`` of sliders over an ``ipywidgets.Image``: it draws on a matplotlib figure of
 its own (``matplotlib.figure.Figure``, never registered with pyplot, so a notebook does not show it a second time)
@@ -17,8 +18,17 @@ from .attention import AttentionExplorer, attention_explorer, attention_grid, pl
 from .decoding import DecodingExplorer, DecodingView, decoding_explorer, decoding_view, plot_decoding
 from .masking import MaskingExplorer, MaskingView, encode_sentence, masking_explorer, masking_view, plot_masking
 from .mixing import MixView, ScalarMixExplorer, mix_weights, plot_scalar_mix, scalar_mix_explorer, scalar_mix_view
+from .parameters import (
+    AlbertParameters,
+    AlbertParametersExplorer,
+    albert_parameters,
+    albert_parameters_explorer,
+    plot_albert_parameters,
+)
 
 __all__ = [
+    "AlbertParameters",
+    "AlbertParametersExplorer",
     "AttentionExplorer",
     "DecodingExplorer",
     "DecodingView",
@@ -26,6 +36,8 @@ __all__ = [
     "MaskingView",
     "MixView",
     "ScalarMixExplorer",
+    "albert_parameters",
+    "albert_parameters_explorer",
     "attention_explorer",
     "attention_grid",
     "decoding_explorer",
@@ -34,6 +46,7 @@ __all__ = [
     "masking_explorer",
     "masking_view",
     "mix_weights",
+    "plot_albert_parameters",
     "plot_attention",
     "plot_decoding",
     "plot_masking",
