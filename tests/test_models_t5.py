@@ -171,25 +171,64 @@ def test_transformers_loads_what_minilm_saved(version, tmp_path):
     assert T5.from_pretrained(folder).config == model.config  # and back
 
 
-def test_a_hub_v1_1_file_with_its_own_lm_head_loads_untied(tmp_path):
-    """google/t5-v1_1-*: tie_word_embeddings false and an lm_head.weight that differs from the table."""
-    hf = _hf_model(V1_1)
-    hf.save_pretrained(tmp_path / "hub")
-    tensors = load_file(tmp_path / "hub" / "model.safetensors")
+def _hub_v1_1_folder(folder):
+    """A folder as google/t5-v1_1-* are on the Hub: tie_word_embeddings false, no scale_decoder_outputs (the Hub's
+    configs predate transformers 5) and an lm_head.weight that differs from the table."""
+    _hf_model(V1_1).save_pretrained(folder)
+    tensors = load_file(folder / "model.safetensors")
     torch.manual_seed(4)
     tensors["lm_head.weight"] = torch.randn(V, V1_1.d_model)
-    save_file(tensors, tmp_path / "hub" / "model.safetensors", metadata={"format": "pt"})
-    config = json.loads((tmp_path / "hub" / "config.json").read_text())
-    config.pop("scale_decoder_outputs", None)  # the Hub's configs predate transformers 5
-    (tmp_path / "hub" / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": False}))
-    model = T5.from_pretrained(tmp_path / "hub")
-    hf = transformers.T5ForConditionalGeneration.from_pretrained(tmp_path / "hub").eval()
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    config = json.loads((folder / "config.json").read_text())
+    config.pop("scale_decoder_outputs", None)
+    (folder / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": False}))
+    return folder
+
+
+def _assert_untied_v1_1_equals_transformers(folder):
+    model = minilm.models.from_pretrained(folder)
+    hf = transformers.T5ForConditionalGeneration.from_pretrained(folder).eval()
     assert not model.config.tie_embeddings and not model.config.scale_output
-    assert torch.equal(model.lm_head.weight, tensors["lm_head.weight"])
+    assert hf.lm_head.weight is not hf.shared.weight  # transformers keeps them apart too
+    assert torch.equal(model.lm_head.weight, hf.lm_head.weight)
+    assert not torch.equal(model.lm_head.weight, model.embedding.token.weight)
     src, mask = _source()
     with torch.no_grad():
         theirs = hf(input_ids=src, attention_mask=mask, decoder_input_ids=_target()).logits
     torch.testing.assert_close(model(src, mask, _target()), theirs, rtol=0, atol=2e-5)
+
+
+def test_a_hub_v1_1_file_with_its_own_lm_head_loads_untied(tmp_path):
+    folder = _hub_v1_1_folder(tmp_path / "hub")
+    _assert_untied_v1_1_equals_transformers(folder)
+    assert torch.equal(
+        T5.from_pretrained(folder).lm_head.weight, load_file(folder / "model.safetensors")["lm_head.weight"]
+    )
+
+
+def test_a_v1_1_saved_again_by_transformers_5_loads_untied(tmp_path):
+    """transformers 5 reads the Hub's v1.1 with its own head, then writes tie_word_embeddings true (it always ties
+    T5's head in the config), scale_decoder_outputs false and both tensors: its tie_weights keeps tensors that
+    differ apart, and so does minilm."""
+    transformers.T5ForConditionalGeneration.from_pretrained(_hub_v1_1_folder(tmp_path / "hub")).save_pretrained(
+        tmp_path / "again"
+    )
+    config = json.loads((tmp_path / "again" / "config.json").read_text())
+    assert (config["tie_word_embeddings"], config["scale_decoder_outputs"]) == (True, False)
+    tensors = load_file(tmp_path / "again" / "model.safetensors")
+    assert not torch.equal(tensors["lm_head.weight"], tensors["shared.weight"])
+    _assert_untied_v1_1_equals_transformers(tmp_path / "again")
+
+
+def test_a_tied_file_with_equal_copies_of_the_table_loads_tied(tmp_path):
+    """A v1.0 file that holds the LM head as a copy of the table (as older transformers wrote it) stays tied."""
+    folder = tmp_path / "tied"
+    _hf_model(V1_0).save_pretrained(folder)
+    tensors = load_file(folder / "model.safetensors")
+    tensors["lm_head.weight"] = tensors["shared.weight"].clone()
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    model = minilm.models.from_pretrained(folder)
+    assert model.config.tie_embeddings and model.lm_head.weight is model.embedding.token.weight
 
 
 def test_a_t5_model_file_without_head_loads(tmp_path):

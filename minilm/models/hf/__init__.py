@@ -111,7 +111,7 @@ def from_pretrained(
         check_vocabulary(config, tokenizer, folder)
     tensors = normalise(converter, read_safetensors(folder, device))
     if converter.fit_config is not None:
-        config = converter.fit_config(config, tensors.keys())
+        config = converter.fit_config(config, tensors)
     with torch.device("meta"):  # no memory, no initialisation: every tensor comes from the file
         model = (model_class or converter.model)(config)
     if dtype is not None:

@@ -22,7 +22,7 @@ transformers writes them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,16 +190,29 @@ class Tied:
 
     ``names[0]`` is the name the table maps and the one written; the others, when a file has them, must be equal
     copies. ``flag``: the config field saying whether they are tied (transformers' ``tie_word_embeddings``, true by
-    default); None: always one tensor (e.g. a bias held under two names). When the config unties them, each name is
-    a tensor of its own, which the family's name table then maps.
+    default); None: always one tensor (e.g. a bias held under two names). When the config unties them, or
+    (``apart_when_different``) when the file holds copies that differ, each name is a tensor of its own, which the
+    family's name table then maps.
     """
 
     names: tuple[str, ...]
     flag: str | None = "tie_word_embeddings"
     note: str = ""  # what minilm's model does with them, for the message
+    apart_when_different: bool = False  # as transformers 5's tie_weights: copies that differ stay apart, untied
 
     def ties(self, hf_config: Mapping) -> bool:
         return self.flag is None or bool(hf_config.get(self.flag, True))
+
+    def held_apart(self, tensors: Mapping[str, Tensor]) -> bool:
+        """Does a file keep these names apart although its config ties them? With ``apart_when_different``, it
+        does when it holds two or more of them and they differ: transformers 5 then leaves them untied (and warns)
+        rather than pick one."""
+        present = [tensors[name] for name in self.names if name in tensors]
+        return self.apart_when_different and any(not _equal(t, present[0]) for t in present[1:])
+
+
+def _equal(a: Tensor, b: Tensor) -> bool:
+    return a.shape == b.shape and torch.equal(a, b)
 
 
 def merge_tied(tensors: Mapping[str, Tensor], tied: Iterable[Tied], hf_config: Mapping, source: str) -> dict:
@@ -207,11 +220,11 @@ def merge_tied(tensors: Mapping[str, Tensor], tied: Iterable[Tied], hf_config: M
     tensors = dict(tensors)
     for group in tied:
         present = [name for name in group.names if name in tensors]
-        if not group.ties(hf_config) or not present:
+        if not group.ties(hf_config) or not present or group.held_apart(tensors):
             continue
         first = tensors[present[0]]
         for name in present[1:]:
-            if tensors[name].shape != first.shape or not torch.equal(tensors[name], first):
+            if not _equal(tensors[name], first):
                 raise CheckpointError(
                     f"{source}: {name} differs from {present[0]}; they should be one tied tensor"
                     + (f" ({group.note})" if group.note else "")
@@ -244,7 +257,7 @@ class Converter:
     legacy: tuple[tuple[str, str], ...] = ()  # (regex, replacement) for older spellings of names
     tied: tuple[Tied, ...] = ()
     task_heads: str | None = None  # regex (full match) of other heads' tensors: ignored with a warning
-    fit_config: Callable[[Any, Collection[str]], Any] | None = None  # optional parts from the names a file has
+    fit_config: Callable[[Any, Mapping[str, Tensor]], Any] | None = None  # optional parts from the file's tensors
     zero_buffers: tuple[str, ...] = ()  # minilm buffers a file may lack, zero then (BART's final_logits_bias)
 
 

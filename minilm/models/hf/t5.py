@@ -19,15 +19,20 @@ feed-forward; the encoder's ``layer.0`` and ``layer.1``)::
 
 No biases, RMSNorm weights only. ``feed_forward_proj`` "relu" (v1.0) or "gated-gelu" (v1.1: GEGLU with the tanh
 GELU). ``tie_word_embeddings`` false (v1.1's configs) gives the LM head its own weights and no d_model^-0.5 output
-scaling. transformers 5 always ties T5's head unless a file holds a different ``lm_head.weight``, and writes the
-scaling as its own field ``scale_decoder_outputs``: both are read, so a v1.1 saved by transformers 5 (tied head, no
-scaling) loads as it runs there. T5's task heads (``classification_head``, ``qa_outputs``) are ignored with a warning.
+scaling. transformers 5 writes ``tie_word_embeddings`` true for every T5 and the scaling as its own field
+``scale_decoder_outputs``; its ``tie_weights`` then ties the head to the table unless the file holds an
+``lm_head.weight`` that differs from ``shared.weight``. minilm reads both fields and decides the head the same way, so
+a v1.1 saved by transformers 5 loads as it runs there: with its own head (google/t5-v1_1-*, flan-t5 read and saved
+again) or a tied one (a v1.1 built by transformers 5), unscaled either way. T5's task heads (``classification_head``,
+``qa_outputs``) are ignored with a warning.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
+
+from torch import Tensor
 
 from minilm.files import CheckpointError
 from minilm.models.hf.bert import HF_ACTIVATIONS
@@ -61,6 +66,9 @@ FIELDS = ConfigFields(
     ignored=frozenset({"classifier_dropout"}),  # the task heads' (ignored) dropout
 )
 HF_DEFAULTS = {**dataclasses.asdict(T5Config()), "max_distance": 128}  # transformers' T5Config() is t5-small
+LM_HEAD = Tied(
+    ("shared.weight", "lm_head.weight"), note="T5 v1.0's LM head is the token table", apart_when_different=True
+)
 OUR_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new", "silu": "silu"}  # minilm -> transformers
 
 
@@ -104,11 +112,15 @@ def config_to_hf(config: T5Config) -> dict:
     return hf
 
 
-def fit_config(config: T5Config, names: Collection[str]) -> T5Config:
-    """A file whose config unties the head but which holds no ``lm_head.weight`` (transformers 5 writes a v1.1 that
-    way) has the head tied to the table."""
-    if not config.tie_embeddings and "lm_head.weight" not in names:
+def fit_config(config: T5Config, tensors: Mapping[str, Tensor]) -> T5Config:
+    """The LM head as the file holds it, as transformers 5 decides: tied to the table when the file has no
+    ``lm_head.weight`` (although the config unties it: transformers 5 has written v1.1s that way), its
+    own when the file's ``lm_head.weight`` differs from ``shared.weight`` (although the config ties it: transformers 5
+    writes a Hub v1.1 read and saved again that way). The output scaling stays the config's."""
+    if not config.tie_embeddings and "lm_head.weight" not in tensors:
         return dataclasses.replace(config, tie_embeddings=True)
+    if config.tie_embeddings and LM_HEAD.held_apart(tensors):
+        return dataclasses.replace(config, tie_embeddings=False)
     return config
 
 
@@ -160,7 +172,7 @@ CONVERTER = Converter(
             flag=None,
             note="minilm's T5 has one token table for the encoder and the decoder",
         ),
-        Tied(("shared.weight", "lm_head.weight"), note="T5 v1.0's LM head is the token table"),
+        LM_HEAD,
     ),
     task_heads=r"(classification_head|qa_outputs)\..*",
     fit_config=fit_config,
