@@ -314,7 +314,8 @@ assert costs["spans, mean length 10"][1] < costs["spans, mean length 3"][1] < co
 # Chapter 3, teaches nothing), so this section loads the **course T5** (`minilm.models.course_checkpoint("t5")`),
 # pretrained with this chapter's recipe by `experiments/course_checkpoints.py` for longer than a notebook can run:
 # 2 + 2 layers, $d_\text{model} = 128$, a SentencePiece Unigram vocabulary of 8,192 pieces with the 100 sentinels,
-# span corruption (15%, mean span 3) on 64-token inputs from the Gutenberg novels. The last 5% of every novel's
+# span corruption (15%, mean span 3) on 32-token inputs from the Gutenberg novels, BERT's recipe of Chapter 3 (3,000
+# steps on 64-token inputs had left it just short of a nat below the plateau). The last 5% of every novel's
 # paragraphs were held out, and everything below is measured on them. Beside it, its untrained twin
 # (`untrained_like`): the same architecture, freshly initialised.
 
@@ -322,7 +323,7 @@ assert costs["spans, mean length 10"][1] < costs["spans, mean length 3"][1] < co
 t5 = course_checkpoint("t5")  # .model in eval mode (float32), .tokenizer (the one it was pretrained with), .folder
 twin = untrained_like(t5, seed=0)  # the control: the same T5, untrained
 entry = recorded_results("course_checkpoints").results["t5"]
-course_job = PretrainConfig(**entry["job"])  # seq_len 64, the held-out fraction and the seed of its corruption
+course_job = PretrainConfig(**entry["job"])  # seq_len 32, the held-out fraction and the seed of its corruption
 course_settings = SpanCorruptionSettings(**entry["objective_settings"])
 c = t5.model.config
 print(f"course T5: {c.n_encoder_layers}+{c.n_decoder_layers} layers, d_model {c.d_model}, {c.n_heads} heads x "
@@ -425,16 +426,17 @@ assert below["sentinels, </s>"] > 0.6 and abs(below["span tokens"]) < 0.3  # ...
 assert alone[0] - own[0] < 0.1 and alone[3] - own[3] < 0.3  # the encoder adds little
 
 # %% [markdown]
-# The course T5 is far below its untrained twin and 0.97 nats below $H$: just short of the one nat the course asks of a
-# checkpoint past the plateau. The split says where those nats come from. Nearly a third of the target tokens are
+# The course T5 is far below its untrained twin and 1.10 nats below $H$: past the one nat the course asks of a
+# checkpoint past the plateau. The split says where those nats come from. Nearly two fifths of the target tokens are
 # sentinels and `</s>`, and the layout of a target decides most of them (`<extra_id_0>` first, a few words, the next
-# sentinel, ...): the model predicts them at 0.57 nats where their frequencies alone give 1.39, and the unigram entropy
+# sentinel, ...): the model predicts them at 0.26 nats where their frequencies alone give 1.10, and the unigram entropy
 # of all the targets also charges for the choice between "a sentinel next" and "a word next", which the layout answers.
-# On the tokens of the hidden spans, the words, it is only 0.19 nats below their unigram entropy: on the plateau. And
-# its encoder adds almost nothing: with another text's source the loss rises by 0.02 nats, by 0.08 on the span tokens
+# On the tokens of the hidden spans, the words, it is only 0.20 nats below their unigram entropy: on the plateau. And
+# its encoder adds almost nothing: with another text's source the loss rises by 0.03 nats, by 0.12 on the span tokens
 # that the source holds (a name that comes back, a word repeated a line later), the very tokens a reader would copy. The
 # course T5 has learned the format of span corruption and how often each word is hidden; it has not learned to read its
-# source. A loss below $H$ is not yet a model that uses its context when part of every target is format.
+# source. A loss below $H$, even a nat below, is not yet a model that uses its context when part of every target is
+# format: check the part of the loss that matters.
 #
 # ### Filling the blanks
 #
@@ -490,9 +492,9 @@ print("the course T5's commonest fills:", ", ".join(f"{text!r} x{n}" for text, n
 assert match["course T5"][0] <= 10 and sum(n for _, n in common) > n_written / 2  # a few stock fills
 
 # %% [markdown]
-# It writes stock fills, a comma, `, and`, `, and the other, and the`: the commonest pieces of the novels, whatever
-# the blank. Its 3 exact matches are commas where a comma was hidden, and most of its 26 partial ones share an "and"
-# or a "the" with the hidden span; the untrained twin matches nothing at all.
+# It writes stock fills, a comma above all, then `, and the same` and `, and I was`: the commonest pieces of the
+# novels, whatever the blank. None of its fills is exact, and its 11 partial ones share an "and" or a "the" with the
+# hidden span; the untrained twin matches nothing at all.
 #
 # ### Answering from the source
 #
@@ -552,14 +554,15 @@ for (source, name), (right, wrote, picked) in answers.items():
 assert answers["the name", "course T5"][0] <= 8 and answers["the name", "course T5"][1] <= 4  # chance: 3 of 24
 
 # %% [markdown]
-# The course T5 picks Emma 16 times of 24 whether or not the source names anyone: it has a favourite name, not a
-# reader's answer. It gets 4 of the 24 right with the name in the source and 3 without it, where chance is 3; and it
-# never writes the name into the blank itself (it writes a comma).
+# The course T5 has favourite names, not a reader's answers: Emma (10 of 24 picks) when the source names someone,
+# Jane (16 of 24) when it says "the stranger". It gets 3 of the 24 right either way, where chance is 3, and it never
+# writes the name into the blank itself.
 #
 # ### Why BART reads its source first
 #
-# The course BART (Chapter 7) was pretrained on the same novels with the same steps, batch and learning rate. Scored
-# the same way on 256 of its held-out texts, with its own source and with another text's:
+# The course BART (Chapter 7) was pretrained on the same novels with the same batch and learning rate, for half the
+# course T5's steps on inputs twice as long. Scored the same way on 256 of its held-out texts, with its own source and
+# with another text's:
 
 # %%
 bart = course_checkpoint("bart")
@@ -582,13 +585,14 @@ print(f"course T5:   H {entropies[0]:.2f}, its own source {own[0]:.2f}, another 
 assert bart_alone - bart_own > 2 and bart_alone - bart_own > 20 * (alone[0] - own[0])
 
 # %% [markdown]
-# The same code, the same novels, the same steps, batch and learning rate: reading its own source saves BART 3.96 nats
-# per target token and T5 0.02. BART's target is the whole text, and most of it stands in its input word for word (text
+# The same code, the same novels, batch and learning rate: reading its own source saves BART 3.96 nats per target
+# token and T5 0.03. BART's target is the whole text, and most of it stands in its input word for word (text
 # infilling hides a share of it), so copying it through cross-attention pays from the first steps. T5's targets are, by
 # construction, exactly the words *missing* from its input. To use the source, its decoder must find where its current
 # sentinel stands in the input and read the words around it, a two-step skill with nothing to copy along the way; until
-# it has that skill, the layout and the word frequencies are all it can learn, and after 3,000 steps of 64 texts it had
-# not found it. The paper's models trained for hundreds of thousands of steps on batches of 128 texts of 512 tokens.
+# it has that skill, the layout and the word frequencies are all it can learn, and after 6,000 steps of 64 texts it had
+# not found it (nor after 3,000 steps of texts twice as long). The paper's models trained for hundreds of thousands
+# of steps on batches of 128 texts of 512 tokens.
 #
 # ### Fine-tuning it, text to text
 #
@@ -639,7 +643,7 @@ print("both read the context:", min(reader_em, twin_em) >= blind_em + 20, "; pre
 # %% [markdown]
 # Fine-tuning teaches both starts to copy a colour from the context (about 50%, what copying either colour scores),
 # while the control without the context stays at the constant answer's level. But the course T5 starts no better than
-# its twin (51% against 55%, within the noise of 120 questions): its pretraining taught the layout of span-corruption
+# its twin (52% against 55%, within the noise of 120 questions): its pretraining taught the layout of span-corruption
 # targets and the frequencies of the novels' words, and neither helps a reader. Beam search over the fine-tuned course
 # T5's answers (`T5.generate`, the code BART's generation runs too, `minilm.generation`):
 
@@ -660,9 +664,9 @@ print("one CPU to another):", sorted(beam_answers))
 # **Takeaway.** The course T5 is below the unigram entropy of its targets, yet it does not answer from its source:
 # its decoder does the work, with stock fills and a favourite name, and its pretraining gives fine-tuning no head
 # start. Two checks to make before crediting a small sequence-to-sequence model with reading. First, see what a loss
-# below $H$ is made of: in span corruption nearly a third of the targets are sentinels that the format predicts, and
+# below $H$ is made of: in span corruption a third or more of the targets are sentinels that the format predicts, and
 # the loss on the words alone is the honest measure. Second, test the encoder directly, with the same targets and
-# another text's source. BART passes that test on the same budget; span corruption, whose targets are by design absent
+# another text's source. BART passes that test on half the steps; span corruption, whose targets are by design absent
 # from its input, had not got there. This is the other side of the paper's trade: span corruption's short targets
 # make every step cheap (section 4), and T5 takes a great many steps.
 
@@ -716,7 +720,9 @@ assert strategies["temperature T = 8"][0] < strategies["temperature T = 2"][0] <
 #
 # `experiments/ch08_t5.py` pretrains one tiny T5 (2 + 2 layers, $d_\text{model} = 128$, a 4,096-piece Unigram
 # vocabulary with 100 sentinels) from the same initial weights, on the same texts in the same order, for the same
-# steps, once per objective of Tables 4, 5 and 7 (15% corrupted), and fine-tunes each, text to text, on SST-2; then it
+# steps, once per objective of Tables 4, 5 and 7 that minilm implements (BERT-style, i.i.d. replaced spans, dropped
+# tokens, spans of mean length 2, 3, 5 and 10; not MASS-style, the prefix LM or deshuffling), 15% corrupted, and
+# fine-tunes each, text to text, on SST-2; then it
 # compares single-task and mixed fine-tuning on SST-2 and STS-B, and pits the span-corruption T5 against a BART of the
 # same size and steps on generative SQuAD.
 
@@ -790,12 +796,15 @@ print("every mixture below single-task training, on both tasks:", True)
 # training on one task alone, on SST-2 (0.53–0.58 against 0.62) and on STS-B (Pearson 0.14–0.16 against 0.17), since
 # each task sees only its share of the steps.
 #
-# **What it does not.** Which objective transfers best. The paper's objectives end within a point of each other on
-# GLUE (Tables 4, 5, 7: 82.9–84.4), BERT-style last. Here BERT-style is the best pretrained row on SST-2 (0.67), level
+# **What it does not.** Which objective transfers best. The paper's denoising objectives end within 1.6 points of each
+# other on GLUE (Tables 4, 5, 7: from 82.85 for spans of mean length 10 and 82.96 for BERT-style to 84.44 for dropped
+# tokens), while the objectives outside this set fall well below (Table 4: prefix LM 80.69, deshuffling 73.17). Here
+# BERT-style is the best pretrained row on SST-2 (0.67), level
 # with no pretraining at all (0.65, within one standard error), and every sentinel objective sits 4 to 7 standard
 # errors *below* the untrained control (0.53–0.59): at this scale they transfer negatively. The scale explains the
-# absence of transfer: 600 steps of a 1.4M-parameter model (a fifth of the course T5's 3,000, which still left the
-# words of its spans on the unigram plateau, section 5) against the paper's 2^18 steps of a 220M model.
+# absence of transfer: 600 steps of a 1.4M-parameter model (a tenth of the course T5's 6,000, which still left the
+# words of its spans on the unigram plateau, section 5) against the paper's 2^19 = 524,288 pretraining steps of a
+# 220M model (2^18 is its fine-tuning).
 # Why sentinel pretraining *hurts* is a guess we have not tested: its decoder has learned to open every answer with a
 # sentinel and write short fragments, a habit fine-tuning must first unlearn, while BERT-style's decoder writes whole
 # sentences, as SST-2's answers are. The ordering among the mixing strategies (temperature scaling ahead on SST-2,
@@ -820,8 +829,8 @@ print("every mixture below single-task training, on both tasks:", True)
 #   targets four to five times shorter than BERT-style reconstruction (half the pretraining time here), and as good or
 #   better downstream in the paper (Tables 4, 7) — not at this chapter's scale, where no pretraining transfers.
 # - Its targets are the words missing from the input, so the decoder can lower its loss a long way alone. The course
-#   T5 (3,000 steps) is below the unigram entropy of its targets only by predicting their layout (sentinels, `</s>`):
-#   on the words it is on the plateau, and its encoder is worth 0.02 nats, where the course BART's is worth 3.96.
+#   T5 (6,000 steps) is below the unigram entropy of its targets only by predicting their layout (sentinels, `</s>`):
+#   on the words it is on the plateau, and its encoder is worth 0.03 nats, where the course BART's is worth 3.96.
 #   Before crediting a sequence-to-sequence model with reading, score the words alone and swap in another source.
 # - Multi-task training mixes the tasks' training sets; the rate of each (proportional with a limit, temperature,
 #   equal) decides which tasks are under- or over-trained.
