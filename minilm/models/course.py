@@ -15,7 +15,7 @@ folder also keeps ``minilm_run.json``, the pretraining run's job, model and obje
 
 Every course checkpoint has left the *unigram plateau*: its record states its held-out language-model loss beside the
 unigram entropy of the tokens it predicts (``held_out_loss``, ``unigram_entropy``; :mod:`minilm.analysis.plateau`),
-at least a nat below it for all but the T5 (0.97 nats, most of them the sentinels' layout: Chapter 8).
+at least a nat below it (the T5's 1.10 nats are mostly its targets' layout, not the hidden words: Chapter 8).
 
 The second half's models — an ALBERT (MLM + SOP, every layer shared), an ELECTRA (its
 discriminator with its generator), a BART (text infilling + sentence permutation), a T5 (span corruption) and a
