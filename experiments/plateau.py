@@ -100,7 +100,7 @@ FIRST = ("mlm/base", "seq2seq/base", "mlm/seq128", "seq2seq/seq256", "mlm/pre-ln
 
 def configs(variant: Variant, steps: int, run_dir: Path) -> tuple[pretrain.PretrainConfig, TrainConfig, dict]:
     job, model, train = BASE[variant.family]
-    job = pretrain.PretrainConfig(size="tiny", vocab_size=8192, **{**job, **variant.job})
+    job = pretrain.PretrainConfig(**{"size": "tiny", "vocab_size": 8192, **job, **variant.job})
     train = TrainConfig(
         **{**train, **variant.train},
         max_steps=steps,
