@@ -47,3 +47,9 @@ def test_every_variant_builds_its_configs(tmp_path):
         assert all(getattr(job, k) == v for k, v in variant.job.items())
         assert all(getattr(train, k) == v for k, v in variant.train.items())
         assert all(model[k] == v for k, v in variant.model.items())
+
+
+def test_the_record_holds_every_run_with_the_invocation_that_made_it(runs):
+    assert set(runs) == {v.key for v in VARIANTS}
+    for key, run in runs.items():
+        assert run["provenance"]["commit"] and "uncommitted" not in run["provenance"], key
