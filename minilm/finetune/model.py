@@ -210,7 +210,7 @@ def check_lm_weight(lm_weight: float, entry: ModelEntry) -> None:
     if lm_weight and not entry.causal_lm:
         causal = ", ".join(name for name, other in models().items() if other.causal_lm)
         raise ConfigError(
-            f"lm_weight={lm_weight} adds a causal LM loss, and {entry.name} (an {entry.kind}) is not a causal "
+            f"lm_weight={lm_weight} adds a causal LM loss, and {entry.name} ({entry.kind}) is not a causal "
             f"language model: its states have seen the token they would predict; set lm_weight=0 (causal LMs: "
             f"{causal})"
         )
