@@ -164,6 +164,14 @@ def test_a_teacher_of_another_family_is_named_before_any_data(gpt_run, tmp_path)
     refused(code, err, run_dir, f"teacher={gpt_run} is a gpt run", "families that can teach: bert, distilbert")
 
 
+def test_a_hugging_face_teacher_of_another_family_is_named_from_its_config(tmp_path):
+    from minilm.recipes.distilbert import check_teacher_family
+
+    GPT(GPTConfig(vocab_size=50, max_len=8, n_layers=1, n_heads=2, d_model=16)).save_pretrained(tmp_path / "gpt2")
+    with pytest.raises(ConfigError, match="is a gpt2 Hugging Face folder: a DistilBERT student learns from a BERT"):
+        check_teacher_family(str(tmp_path / "gpt2"))
+
+
 def test_student_from_teacher_names_the_teachers_family():
     with pytest.raises(ValueError, match="not of a GPT \\(GPTConfig\\): only BERT-family encoders can teach"):
         student_from_teacher(GPT(GPTConfig(vocab_size=50, max_len=8, n_layers=2, n_heads=2, d_model=16)))
