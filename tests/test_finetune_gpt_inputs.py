@@ -142,7 +142,7 @@ def test_auxiliary_lm_loss_is_added_while_training_only():
 def test_lm_weight_needs_a_causal_lm_body_that_trains():
     body = gpt_body("template", name="bert")
     kind = task_kind(TASKS["sst2"])
-    with pytest.raises(ConfigError, match="needs a causal language model with an lm_head"):
+    with pytest.raises(ConfigError, match="bert \\(encoder\\) is not a causal language model"):
         FinetuneModel(body, kind.head(16, "first"), kind, lm_weight=0.5)
     with pytest.raises(ConfigError, match="lm_weight must be >= 0"):
         FinetuneConfig(lm_weight=-1).validate()

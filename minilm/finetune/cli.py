@@ -28,7 +28,7 @@ from minilm.data.errors import DataError
 from minilm.data.tasks import TASKS, load_task
 from minilm.files import atomic_write_text
 from minilm.finetune import model as bodies
-from minilm.finetune.config import DEFAULT_TRAIN, SHORTHANDS, FinetuneConfig, resolve
+from minilm.finetune.config import DEFAULT_TRAIN, SHORTHANDS, FinetuneConfig, resolve, with_body_model
 from minilm.finetune.kinds import EncodedExample, TaskEncoder, TaskKind, task_kind
 from minilm.finetune.mixing import MIXING, mix, mixing_rates
 from minilm.finetune.model import (
@@ -45,7 +45,7 @@ from minilm.train.cli import exit_code, models_help, parse_command_line, setting
 from minilm.train.device import resolve_device
 from minilm.train.registry import ModelEntry
 from minilm.train.trainer import TrainConfig, Trainer, to_device
-from minilm.utils import count_parameters, format_count
+from minilm.utils import count_parameters, format_count, seed_all
 
 EVAL_SEED = 0  # the evaluation sample is the same for every run, whatever its training seed
 
@@ -132,9 +132,12 @@ def run(job: FinetuneConfig, train: TrainConfig, model_overrides: dict, resume: 
     """Fine-tune on the task's training split (several tasks: a mixture of theirs), score each task's eval split,
     write and return results.json's content."""
     resolve_device(train.device)  # every setting checked before any data is read
+    job = with_body_model(job)
     if not job.pretrained:
         bodies.check_from_scratch(job.model, job.size, model_overrides, job.vocab_size)
-    kinds = task_kinds(job, bodies.body_entry(job.pretrained, job.model))
+    entry = bodies.body_entry(job.pretrained, job.model)
+    bodies.check_lm_weight(job.lm_weight, entry)
+    kinds = task_kinds(job, entry)
     on_test = job.eval_split == "test"
     data = {}  # task -> split -> examples (the eval split is validation's list unless it is test)
     for name, kind in kinds.items():
@@ -143,6 +146,7 @@ def run(job: FinetuneConfig, train: TrainConfig, model_overrides: dict, resume: 
         eval_examples = load_examples(kind, "test", job.max_eval_examples, EVAL_SEED) if on_test else val_examples
         data[name] = {"train": train_examples, "validation": val_examples, job.eval_split: eval_examples}
     texts = [t for name, kind in kinds.items() for e in data[name]["train"] for t in kind.texts(e)]
+    seed_all(train.seed)  # before anything random is built: a fresh body, GPT's new token rows, the task head
     body = build_body(job, model_overrides, texts, Path(train.run_dir) if train.run_dir else None)
     for name, kind in kinds.items():
         for split, examples in data[name].items():

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from minilm.data.tasks import SPLITS, TASKS
 from minilm.finetune.mixing import DEFAULT_LIMIT, DEFAULT_TEMPERATURE, MIXING
-from minilm.finetune.model import INPUT_FORMATS, LAYER_CHOICES
+from minilm.finetune.model import INPUT_FORMATS, LAYER_CHOICES, body_entry
 from minilm.finetune.text_to_text import TEXT_TO_TEXT
 from minilm.heads import POOLING
 from minilm.train.cli import command_line_layer, resolve_layers
@@ -23,7 +23,7 @@ from minilm.train.trainer import TrainConfig
 class FinetuneConfig:
     task: str = "sst2"  # a task of the registry (see the list below); several, comma-separated: multi-task training
     pretrained: str = ""  # a pretraining run directory or checkpoint; "" trains model/size from scratch
-    model: str = "gpt"  # registered model trained from scratch (a pretrained run brings its own)
+    model: str = ""  # registered model trained from scratch ("": gpt); a pretrained run brings its own, recorded here
     size: str = "tiny"  # size preset of that model
     vocab_size: int = 8192  # from scratch: tokenizer trained on the task's training texts
     max_length: int = 128  # tokens per input (text, pair, question + context), longer ones truncated
@@ -99,11 +99,40 @@ SHORTHANDS = ("task", "pretrained", "model", "size")  # --task X is task=X
 SECTIONS = ("job", "train", "model")  # fine-tuning has no objective: a pretrained run brings its own
 
 
+DEFAULT_MODEL = "gpt"  # trained from scratch when neither model= nor --pretrained says otherwise
+
+
+def with_body_model(job: FinetuneConfig) -> FinetuneConfig:
+    """``job`` with ``model`` the body's: the pretrained run's registered model (a ``model=`` naming another is
+    refused: it would be ignored), else the model trained from scratch (:data:`DEFAULT_MODEL` when unset)."""
+    if not job.pretrained:
+        return dataclasses.replace(job, model=job.model or DEFAULT_MODEL)
+    theirs = body_entry(job.pretrained, "").name
+    if job.model and job.model != theirs:
+        raise ConfigError(
+            f"--pretrained {job.pretrained} is a {theirs} run, which brings its own model: drop --model "
+            f"{job.model} (model= chooses the model trained from scratch, without --pretrained)"
+        )
+    return dataclasses.replace(job, model=theirs)
+
+
+def upgrade_saved(saved: dict) -> dict:
+    """A fine-tuning run's config.json from before ``model`` recorded the pretrained body (every such run said
+    "gpt"): its ``model`` dropped, so that the run's --pretrained names it again."""
+    job = saved.get("job")
+    if not isinstance(job, dict) or not job.get("pretrained") or "model" not in job:
+        return saved
+    return {**saved, "job": {key: value for key, value in job.items() if key != "model"}}
+
+
 def resolve(args) -> tuple[FinetuneConfig, TrainConfig, dict]:
     """(job, train, model overrides) from defaults <- --resume's config.json <- --config TOML <- the command line."""
     job, train = FinetuneConfig(), DEFAULT_TRAIN
     layer = command_line_layer(args.overrides, {key: getattr(args, key) for key in SHORTHANDS}, job, train)
-    job, train, open_sections = resolve_layers(job, train, args.resume, args.config, layer, SECTIONS)
+    job, train, open_sections = resolve_layers(
+        job, train, args.resume, args.config, layer, SECTIONS, upgrade=upgrade_saved
+    )
+    job = with_body_model(job)  # before the run directory is named after it
     if not train.run_dir:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         tasks = "+".join(job.tasks)

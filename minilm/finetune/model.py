@@ -37,6 +37,7 @@ from minilm.train.registry import (
     get_model,
     get_objective,
     model_config,
+    models,
 )
 from minilm.train.trainer import LossOutput
 
@@ -145,6 +146,7 @@ class FinetuneModel(nn.Module):
         super().__init__()
         self.body, self.head, self.kind = body.model, head, kind
         self.freeze_body, self.lm_weight = freeze_body, lm_weight
+        check_lm_weight(lm_weight, body.entry)
         if lm_weight and not isinstance(getattr(body.model, "lm_head", None), nn.Module):
             raise ConfigError(
                 f"lm_weight={lm_weight} needs a causal language model with an lm_head (gpt); "
@@ -202,12 +204,29 @@ class FinetuneModel(nn.Module):
         return {"task": task, "lm": batch["attention_mask"][:, 1:].sum()}
 
 
+def check_lm_weight(lm_weight: float, entry: ModelEntry) -> None:
+    """GPT's auxiliary LM loss predicts token t + 1 from the final state at t: only a causal LM's state at t has not
+    seen it (an encoder's or an encoder-decoder's has, and would learn to copy it). Checked before any data is read."""
+    if lm_weight and not entry.causal_lm:
+        causal = ", ".join(name for name, other in models().items() if other.causal_lm)
+        raise ConfigError(
+            f"lm_weight={lm_weight} adds a causal LM loss, and {entry.name} ({entry.kind}) is not a causal "
+            f"language model: its states have seen the token they would predict; set lm_weight=0 (causal LMs: "
+            f"{causal})"
+        )
+
+
+def seq2seq_models() -> list[str]:
+    """The registered models text-to-text tasks can fine-tune: the encoder-decoders."""
+    return [name for name, entry in models().items() if entry.kind == "encoder-decoder"]
+
+
 def check_generative(body: Body, kind: TaskKind, freeze_body: bool, layers: str, lm_weight: float) -> None:
     """A text-to-text task needs an encoder-decoder body trained whole, with its own LM head."""
     if body.entry.kind != "encoder-decoder" or not hasattr(body.model, "seq2seq_states"):
         raise ConfigError(
-            f"task {kind.info.name!r} is text to text: it needs an encoder-decoder model (bart), and "
-            f"{body.entry.name} is an {body.entry.kind}"
+            f"task {kind.info.name!r} is text to text: it needs an encoder-decoder model "
+            f"({', '.join(seq2seq_models())}), and {body.entry.name} is an {body.entry.kind}"
         )
     if freeze_body or layers != "last" or lm_weight:
         raise ConfigError(
@@ -319,9 +338,23 @@ def pretrained_checkpoint(path: str) -> tuple[Path, dict]:
         ) from None
     meta = ckpt.read_meta(checkpoint)
     run = meta.get("config") or {}
+    if "task" in (run.get("job") or {}):
+        raise ckpt.CheckpointError(fine_tuning_run(path, run["job"]))
     if "model" not in (run.get("job") or {}) or not isinstance(run.get("model"), dict):
         raise ckpt.CheckpointError(f"checkpoint {checkpoint} does not say which registered model it holds")
     return checkpoint, meta
+
+
+def fine_tuning_run(path: str, job: dict) -> str:
+    """Why a fine-tuning run is no ``--pretrained``, and what to give instead: its body was trained beside a task
+    head (and, with input_format=gpt, with rows added to its vocabulary), so it is not reused as a pretrained body."""
+    origin = job.get("pretrained")
+    instead = f"the run it started from, --pretrained {origin}" if origin else "no --pretrained (from scratch)"
+    return (
+        f"--pretrained {path} is a fine-tuning run (task {job['task']}): its "
+        f"checkpoint holds a task head beside the body, and its body is not reused here; give a pretraining run of "
+        f"python -m minilm.train, e.g. {instead}, or continue it with python -m minilm.finetune --resume {path}"
+    )
 
 
 def body_entry(pretrained: str, model_name: str) -> ModelEntry:

@@ -44,6 +44,7 @@ from minilm.nn import (
     check_token_ids,
     padding_mask,
 )
+from minilm.ranges import MODEL_RANGES, check_ranges
 
 POSITION_OFFSET = 2  # fairseq's learned positions start at row 2 (rows 0-1 were reserved for padding); kept
 
@@ -78,6 +79,7 @@ class BartConfig:
                 raise ValueError(f"{name}={getattr(self, name)} is outside the vocabulary of {self.vocab_size}")
         if self.n_encoder_layers < 1 or self.n_decoder_layers < 1:
             raise ValueError("BART needs at least one encoder and one decoder layer")
+        check_ranges(self, MODEL_RANGES)
 
     def block(self, cross_attention: bool = False) -> BlockConfig:
         return BlockConfig(

@@ -33,6 +33,7 @@ from minilm.nn import (
     check_token_ids,
     padding_mask,
 )
+from minilm.ranges import MODEL_RANGES, check_ranges
 
 
 @dataclass
@@ -70,6 +71,7 @@ class BertConfig:
             raise ValueError(f"pad_id={self.pad_id} is outside the vocabulary of {self.vocab_size}")
         if self.n_segments < 0:
             raise ValueError(f"n_segments must be >= 0, got {self.n_segments}")
+        check_ranges(self, MODEL_RANGES)
 
     def block(self) -> BlockConfig:
         return BlockConfig(
@@ -244,7 +246,9 @@ class Bert(PretrainedMixin, nn.Module):
                     f"token_type_ids {tuple(token_type_ids.shape)} must have the shape of input_ids "
                     f"{tuple(input_ids.shape)}"
                 )
-            n = max(c.n_segments, 1)  # without segment embeddings, all-zero ids are accepted (and ignored)
+            if not c.n_segments:  # no segment embeddings (DistilBERT): token types are ignored, whatever they are
+                return
+            n = c.n_segments
             lo, hi = (int(v) for v in torch.aminmax(token_type_ids)) if token_type_ids.numel() else (0, 0)
             if lo < 0 or hi >= n:
                 raise ValueError(
@@ -263,7 +267,8 @@ class Bert(PretrainedMixin, nn.Module):
         """input_ids (B, T) -> TransformerOutput: last_hidden_state (B, T, C) [, hidden_states, attentions].
 
         ``attention_mask`` (B, T) 0/1: padding keys are never attended to (None: every position is real).
-        ``token_type_ids`` (B, T): segment of each token, 0 = sentence A, 1 = sentence B (None: all 0).
+        ``token_type_ids`` (B, T): segment of each token, 0 = sentence A, 1 = sentence B (None: all 0); ignored by
+        a model without segment embeddings (n_segments=0: DistilBERT), which has no sentence B to mark.
         """
         self._check_inputs(input_ids, attention_mask, token_type_ids)
         position_ids = None

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from minilm.models.bert import BERT_SIZES, Bert, BertConfig
+from minilm.models.bert import BERT_SIZES, Bert, BertConfig, RobertaConfig
 
 
 @dataclass
@@ -68,7 +68,8 @@ def distilbert_config(name: str, **overrides) -> DistilBertConfig:
 
 class DistilBert(Bert):
     """A DistilBERT encoder with its MLM head: :class:`Bert` built from a :class:`DistilBertConfig` (no segment
-    embeddings, no pooler, no NSP head; ``token_type_ids`` are accepted when all 0, and ignored).
+    embeddings, no pooler, no NSP head; ``token_type_ids`` are accepted and ignored, so BERT's tokenizer, which
+    marks sentence B with 1, feeds it sentence pairs).
 
     Submodules: ``embedding`` (token, position, norm), ``encoder`` (``layers``; post-LN, no final norm),
     ``mlm_head`` (or None; ``decoder.weight`` is ``embedding.token.weight``).
@@ -98,7 +99,14 @@ def every_other_layer(n_student: int, n_teacher: int) -> list[int]:
 
 
 def check_teacher(teacher: Bert) -> None:
-    """A ValueError unless ``teacher`` is a BERT (or DistilBERT) whose layers a DistilBERT can take."""
+    """A ValueError unless ``teacher`` is a BERT (or DistilBERT) whose layers a DistilBERT can take; the family is
+    checked first, so that a teacher of another family (GPT, BART, T5) is named as such."""
+    if not isinstance(teacher, Bert) or type(teacher.config) not in (BertConfig, DistilBertConfig, RobertaConfig):
+        raise ValueError(
+            f"a DistilBERT student copies the weights of a BERT or DistilBERT teacher, not of a "
+            f"{type(teacher).__name__} ({type(getattr(teacher, 'config', None)).__name__}): only BERT-family "
+            "encoders can teach"
+        )
     if teacher.config.position_offset:
         raise ValueError("a DistilBERT student has BERT's positions (0..T-1); this teacher counts RoBERTa's")
     if type(teacher.config) not in (BertConfig, DistilBertConfig):

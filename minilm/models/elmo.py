@@ -41,6 +41,7 @@ from torch import Tensor, nn
 from minilm.nn import TransformerOutput, check_token_ids
 from minilm.nn.char_cnn import BOW_CHAR, ELMO_FILTERS, EOW_CHAR, N_CHARS, PAD_CHAR, CharCNN, word_to_char_ids
 from minilm.nn.lstm import LSTMLayer, reverse_padded
+from minilm.ranges import MODEL_RANGES, check_ranges
 
 
 @dataclass
@@ -71,6 +72,9 @@ class ELMoConfig:
             raise ValueError(f"projection_dim={self.projection_dim} is larger than hidden_size={self.hidden_size}")
         if any(width > self.max_chars for width, _ in self.filters):
             raise ValueError(f"a filter is wider than max_chars={self.max_chars}")
+        if not self.filters or any(width < 1 or count < 1 for width, count in self.filters):
+            raise ValueError(f"filters={self.filters}: each filter needs a width and a count of at least 1")
+        check_ranges(self, MODEL_RANGES)
 
 
 ELMO_PRESETS = {  # name -> ELMoConfig overrides; parameters without the softmax, one LSTM bias (allennlp's table)

@@ -35,6 +35,7 @@ from minilm.nn import (
     check_token_ids,
     padding_mask,
 )
+from minilm.ranges import MODEL_RANGES, check_ranges
 
 
 @dataclass
@@ -52,6 +53,7 @@ class GPTConfig:
 
     def validate(self) -> None:
         self.block().validate()
+        check_ranges(self, MODEL_RANGES)
 
     def block(self) -> BlockConfig:
         return BlockConfig(

@@ -52,6 +52,7 @@ from minilm.nn import (
     check_token_ids,
     padding_mask,
 )
+from minilm.ranges import MODEL_RANGES, check_ranges
 
 
 @dataclass
@@ -86,6 +87,7 @@ class T5Config:
                 raise ValueError(f"{name}={getattr(self, name)} is outside the vocabulary of {self.vocab_size}")
         if self.n_encoder_layers < 1 or self.n_decoder_layers < 1:
             raise ValueError("T5 needs at least one encoder and one decoder layer")
+        check_ranges(self, MODEL_RANGES)
 
     def block(self, cross_attention: bool = False) -> BlockConfig:
         return BlockConfig(

@@ -54,6 +54,7 @@ from torch import Tensor
 
 from minilm.objectives.mlm import random_token_ids
 from minilm.objectives.seq2seq import pad_seq2seq_batch
+from minilm.ranges import MIN_POISSON_LAMBDA
 
 # The noises, in the order add_noise applies them (fairseq's: permutation, then masking, then rotation).
 NOISES: tuple[str, ...] = ("permutation", "masking", "deletion", "infilling", "rotation")
@@ -92,8 +93,12 @@ def _check_ratio(name: str, value: float, what: str) -> None:
 
 
 def _check_lambda(poisson_lambda: float) -> None:
-    if not (poisson_lambda > 0 and math.isfinite(poisson_lambda)):
-        raise ValueError(f"poisson_lambda={poisson_lambda} must be a finite number > 0: the mean span length (BART: 3)")
+    # a λ near 0 makes nearly every draw an empty span: about budget/λ draws, and as many masks inserted
+    if not (poisson_lambda >= MIN_POISSON_LAMBDA and math.isfinite(poisson_lambda)):
+        raise ValueError(
+            f"poisson_lambda={poisson_lambda} must be a finite number >= {MIN_POISSON_LAMBDA}: the mean span length "
+            f"(BART: 3); below {MIN_POISSON_LAMBDA} nearly every span is empty and inserts a mask"
+        )
 
 
 def _count(ratio: float, n: int) -> int:

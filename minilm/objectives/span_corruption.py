@@ -362,6 +362,9 @@ def _corrupted_lengths(
     )
 
 
+MIN_TEXT_LENGTH = 2  # raw tokens: one noise token and one other to separate it from eos
+
+
 def random_spans_helper(
     inputs_length: int = 512,
     noise_density: float = 0.15,
@@ -376,8 +379,32 @@ def random_spans_helper(
     T5's loop: start at inputs_length - 1 raw tokens and add one while the inputs still fit; then, with
     ``noise_density`` 0.5, a "minor hack to get the targets length to be equal to inputs length". The counts use
     Python's float64 round, so at halves they may be one below the mask's float32 ones (:func:`noise_span_counts`).
+    A ValueError when the texts would be shorter than :data:`MIN_TEXT_LENGTH` (inputs too short to corrupt).
     """
+    _check_density(noise_density)
+    _check_span_length(mean_noise_span_length)
     extra = (extra_tokens_per_span_inputs, extra_tokens_per_span_targets)
+    if min(extra) < 0:
+        raise ValueError(f"extra tokens per span must be >= 0, got {extra}")
+    tokens_length, targets_length = _helper_lengths(inputs_length, noise_density, mean_noise_span_length, *extra)
+    if tokens_length < MIN_TEXT_LENGTH:  # a text needs a noise token and a token beside it
+        shortest = next(
+            n
+            for n in itertools.count(max(inputs_length, 1))
+            if _helper_lengths(n, noise_density, mean_noise_span_length, *extra)[0] >= MIN_TEXT_LENGTH
+        )
+        raise ValueError(
+            f"inputs_length={inputs_length} is too short for span corruption: its texts would have {tokens_length} "
+            f"token(s), and a noise span needs at least {MIN_TEXT_LENGTH}; give inputs of at least {shortest} tokens"
+        )
+    return tokens_length, targets_length
+
+
+def _helper_lengths(
+    inputs_length: int, noise_density: float, mean_noise_span_length: float, extra_inputs: int, extra_targets: int
+) -> tuple[int, int]:
+    """:func:`random_spans_helper`'s arithmetic, unchecked."""
+    extra = (extra_inputs, extra_targets)
     tokens_length = inputs_length - 1
     while _corrupted_lengths(tokens_length + 1, noise_density, mean_noise_span_length, *extra)[0] <= inputs_length:
         tokens_length += 1

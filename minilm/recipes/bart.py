@@ -81,8 +81,26 @@ class DenoiseSettings:
         )
 
 
+MIN_SEQ_LEN = 3  # <s>, one token of text, </s>
+
+
+def check_seq_len(seq_len: int) -> None:
+    """A ConfigError unless a piece of ``seq_len`` tokens holds some text."""
+    if seq_len < MIN_SEQ_LEN:
+        raise ConfigError(
+            f"seq_len={seq_len} is too short for denoising: a piece is <s> text </s>, at least {MIN_SEQ_LEN} "
+            f"tokens; raise seq_len (BART's: 1024)"
+        )
+
+
+def check_denoise_job(job, settings: DenoiseSettings | None = None) -> None:
+    """The objective's ``check``, before any data is read: the job's seq_len holds some text."""
+    check_seq_len(job.seq_len)
+
+
 def documents_as_examples(documents, tokenizer, seq_len: int) -> list[dict]:
     """Each document's tokens cut into pieces of at most ``seq_len - 2``, each wrapped as ``<s> piece </s>``."""
+    check_seq_len(seq_len)
     body = seq_len - 2
     encodings = tokenizer.backend.encode_batch([d.text for d in documents], add_special_tokens=False)
     examples = []
@@ -120,6 +138,7 @@ register_objective(
         counts=denoise_counts,
         perplexity=True,
         config_class=DenoiseSettings,
+        check=check_denoise_job,
         description="BART's denoising: corrupt each document (noise=infilling+permutation...), reconstruct it whole",
     )
 )

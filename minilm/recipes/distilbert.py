@@ -57,6 +57,7 @@ from minilm.train.registry import ModelEntry, ObjectiveEntry, register_model, re
 from minilm.train.trainer import LossOutput
 
 TEACHERS = "a run directory of python -m minilm.train --model bert, or a Hugging Face BERT folder (BertForMaskedLM)"
+TEACHER_FAMILIES = ("bert", "distilbert")  # the families whose layers a DistilBERT student can take
 
 
 @dataclass
@@ -104,6 +105,35 @@ def check_teacher_path(teacher: str) -> Path:
         except CheckpointError as err:
             raise ConfigError(f"teacher={teacher} is neither a Hugging Face folder nor a run: {err}") from None
     return path
+
+
+def teacher_family(path: Path) -> tuple[str, str]:
+    """(the family of the teacher at ``path``, what it is), read from its config without loading any weights: a
+    Hugging Face folder's ``model_type``, or the registered model of a run's checkpoint."""
+    if is_hf_folder(path):
+        return str(json.loads((path / CONFIG_NAME).read_text(encoding="utf-8"))["model_type"]), "Hugging Face folder"
+    run = ckpt.read_meta(ckpt.find_checkpoint(path)).get("config") or {}
+    job = run.get("job") or {}
+    if "task" in job:  # its checkpoint holds a task head beside the body
+        return str(job.get("model")), f"fine-tuning run (task {job['task']})"
+    return str(job.get("model")), "run"
+
+
+def check_teacher_family(teacher: str) -> None:
+    """One ConfigError, before any data or weights are read, unless ``teacher`` is a BERT or DistilBERT that can
+    teach: a pretraining run of one of :data:`TEACHER_FAMILIES`, or a Hugging Face folder of one."""
+    family, what = teacher_family(check_teacher_path(teacher))
+    if family in TEACHER_FAMILIES and "fine-tuning" not in what:
+        return
+    raise ConfigError(
+        f"teacher={teacher} is a {family} {what}: a DistilBERT student learns from a BERT or DistilBERT teacher "
+        f"(families that can teach: {', '.join(TEACHER_FAMILIES)}); give {TEACHERS}"
+    )
+
+
+def check_distillation_job(job, settings: DistillationConfig) -> None:
+    """The objective's ``check``, before any data is read: the teacher is there and of a family that can teach."""
+    check_teacher_family(settings.teacher)
 
 
 def teacher_tokenizer(teacher: str) -> Tokenizer:
@@ -271,6 +301,7 @@ register_objective(
         unwrap=student,
         description="DistilBERT: α·L_ce (the teacher's soft targets) + β·L_mlm + γ·L_cos, from teacher=<BERT>",
         tokenizer=lambda settings: teacher_tokenizer(settings.teacher),
+        check=check_distillation_job,
         model_settings={"mlm": True, "pooler": False, "nsp": False, "n_segments": 0},
     )
 )

@@ -30,7 +30,16 @@ def clm_counts(block) -> dict[str, int]:
 
 
 register_model(
-    ModelEntry("gpt", GPTConfig, GPT, kind="decoder", sizes=GPT_SIZES, tokenizer_family="gpt2", input_format="gpt")
+    ModelEntry(
+        "gpt",
+        GPTConfig,
+        GPT,
+        kind="decoder",
+        sizes=GPT_SIZES,
+        tokenizer_family="gpt2",
+        input_format="gpt",
+        causal_lm=True,  # fine-tuning's auxiliary LM loss (lm_weight) applies
+    )
 )
 register_objective(
     ObjectiveEntry(

@@ -82,6 +82,14 @@ def raw_text_length(seq_len: int, settings: SpanCorruptionSettings) -> int:
     return random_spans_helper(seq_len, settings.noise_density, settings.mean_noise_span_length)[0]
 
 
+def check_span_corruption_job(job, settings: SpanCorruptionSettings) -> None:
+    """A ConfigError, before any data is read, unless inputs of ``seq_len`` tokens leave texts to corrupt."""
+    try:
+        raw_text_length(job.seq_len, settings)
+    except ValueError as err:
+        raise ConfigError(f"seq_len={job.seq_len}: {err}") from None
+
+
 def span_corruption_examples(documents, tokenizer, job, settings: SpanCorruptionSettings, validation: bool = False):
     """The corpus as one token stream cut into raw texts of :func:`raw_text_length` tokens, corrupted afresh at
     batch time; validation texts are corrupted once, with the run's seed, so that evaluations compare alike."""
@@ -90,6 +98,7 @@ def span_corruption_examples(documents, tokenizer, job, settings: SpanCorruption
     except ValueError as err:
         raise ConfigError(str(err)) from None
     config = settings.span_config()
+    check_span_corruption_job(job, settings)
     length = raw_text_length(job.seq_len, settings)
     try:
         config.validate(length, len(token_ids["sentinel_ids"]))
@@ -116,6 +125,7 @@ register_objective(
         counts=target_counts,
         perplexity=True,
         config_class=SpanCorruptionSettings,
+        check=check_span_corruption_job,
         description="T5's span corruption: spans -> sentinels in the input, the spans as the target "
         f"(corruption={'|'.join(T5_OBJECTIVES)})",
     )

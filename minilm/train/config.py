@@ -27,10 +27,15 @@ import types
 import typing
 from pathlib import Path
 
+from minilm.ranges import MODEL_RANGES, OBJECTIVE_RANGES, check_ranges
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
+
+
+SECTION_RANGES = {"model": MODEL_RANGES, "objective": OBJECTIVE_RANGES}  # every numeric setting's range
 
 
 class ConfigError(ValueError):
@@ -139,6 +144,8 @@ def _checked(make, section: str):
         check = getattr(new, "validate", None)
         if check is not None:
             check()
+        if section in SECTION_RANGES:  # after the config's own checks, whose messages say more
+            check_ranges(new, SECTION_RANGES[section])
     except ConfigError:
         raise
     except (TypeError, ValueError) as err:  # a model config's own validation: still the user's setting to fix

@@ -24,6 +24,7 @@ from minilm.train.cli import (
     models_help,
     parse_command_line,
     resolve_layers,
+    resumed_run,
     settings_help,
     start_run,
     unknown_key,
@@ -178,10 +179,15 @@ def job_model_config(job: PretrainConfig, model_overrides: dict, vocab_size: int
     return config
 
 
-def check_job(job: PretrainConfig, train: TrainConfig, model_overrides: dict, objective: ObjectiveEntry) -> None:
+def check_job(
+    job: PretrainConfig, train: TrainConfig, model_overrides: dict, objective: ObjectiveEntry, settings=None
+) -> None:
     """Every setting checked before any data is read or any time spent: the device exists here, the vocabulary
-    holds the tokenizer family's special tokens and alphabet, the model's config (heads, sizes) and seq_len fit."""
+    holds the tokenizer family's special tokens and alphabet, the model's config (heads, sizes) and seq_len fit, and
+    the objective's settings fit the job (its ``check``: a seq_len it can use, a teacher that can teach)."""
     resolve_device(train.device)
+    if objective.check is not None:
+        objective.check(job, settings)
     if objective.tokenizer is None:  # an objective that brings its tokenizer brings its vocabulary size too
         registry.check_vocab_size(get_model(job.model), job.vocab_size)
     job_model_config(job, model_overrides, job.vocab_size, needed_settings(get_model(job.model), objective))
@@ -213,7 +219,8 @@ def run(
     entry, objective = get_model(job.model), get_objective(job.objective, job.model)
     if settings is None:
         settings = objective_config(objective, {})
-    check_job(job, train, model_overrides, objective)
+    check_job(job, train, model_overrides, objective, settings)
+    seed_all(train.seed)  # before anything is built (a teacher's tokenizer, the examples); again before the model
     run_dir = Path(train.run_dir) if train.run_dir else None
     docs = load_documents(job.corpus)
     train_docs, val_docs = split_documents(docs, job.validation_fraction)
@@ -384,6 +391,26 @@ def upgrade_saved(saved: dict) -> dict:
     return {**saved, "job": job, "objective": objective}
 
 
+def check_same_settings(resume: str, saved: dict, objective: ObjectiveEntry, settings) -> None:
+    """Refuse a resumed run whose objective's settings changed (noise=, noise_density=, rtd_weight=, ELECTRA's share=
+    and generator_size=): config.json records one set of settings for the whole run, so a run goes on with the
+    settings its first steps were trained with, and another setting is another run."""
+    before = saved.get("objective") or {}
+    if settings is None or not isinstance(before, dict):
+        return
+    try:
+        recorded = objective_config(objective, {k: v for k, v in before.items() if k in objective_keys(objective)})
+    except ConfigError:
+        return  # a record this minilm cannot read: loading the checkpoint says what differs
+    for key in before:
+        if key in objective_keys(objective) and getattr(recorded, key) != getattr(settings, key):
+            raise ConfigError(
+                f"--resume {resume} was trained with {key}={getattr(recorded, key)}, not {getattr(settings, key)}: "
+                f"a run keeps its objective's settings (its config.json says what trained every step); drop "
+                f"{key}=..., or start a new run with it in another run_dir"
+            )
+
+
 def resolve(args) -> tuple[PretrainConfig, TrainConfig, dict, object]:
     """(job, train, model overrides, the objective's settings): defaults <- the resumed run's config <- the TOML
     file <- the command line."""
@@ -397,6 +424,8 @@ def resolve(args) -> tuple[PretrainConfig, TrainConfig, dict, object]:
     model_fields = {f.name for f in dataclasses.fields(model.config_class)}
     from_short, model_short = short_keys(short, job, train, objective, model_fields)
     settings = objective_config(objective, {**open_sections["objective"], **from_short})
+    if args.resume:
+        check_same_settings(args.resume, upgrade_saved(resumed_run(args.resume)[1]), objective, settings)
     if not train.run_dir:
         train = dataclasses.replace(train, run_dir=f"runs/{job.model}-{job.objective}-{time.strftime('%Y%m%d-%H%M%S')}")
     return job, train, {**open_sections["model"], **model_short}, settings

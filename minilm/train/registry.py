@@ -76,6 +76,9 @@ class ModelEntry:
     hidden_size: Callable[[Any], int] = config_d_model  # config -> C, the width of features()' hidden states
     n_layers: Callable[[Any], int] = config_n_layers  # config -> layers in features()' hidden_states, less 1
     text_to_text: bool = False  # fine-tuning casts every task as text to text (text_to_text=auto): T5's way
+    # features() at position t reads tokens <= t only and lm_head predicts token t + 1 (GPT): fine-tuning's
+    # auxiliary LM loss (lm_weight) applies; an encoder's or an encoder-decoder's states have seen the next token
+    causal_lm: bool = False
 
     def __post_init__(self) -> None:
         choice(self.kind, KINDS, f"model {self.name!r} kind")
@@ -102,6 +105,9 @@ class ObjectiveEntry:
     # settings -> the tokenizer the objective brings (distillation: the teacher's vocabulary), used instead of one
     # trained on the corpus; None: the run trains its own
     tokenizer: Callable | None = None
+    # (job, settings) -> None: a ConfigError when the settings cannot serve this job (a seq_len too short for the
+    # objective, a teacher of a family that cannot teach), checked before any data is read; None: nothing to check
+    check: Callable | None = None
 
     def wrap_model(self, model: nn.Module, model_config, settings, tokenizer) -> nn.Module:
         """The module this objective trains for ``model``: the model itself, or a composite holding it."""

@@ -79,6 +79,21 @@ def config_to_hf(config: Any) -> dict:
     return converter_for(config).config_to_hf(config)
 
 
+RUN_FILES = ("checkpoints", "meta.json", "metrics.jsonl")  # what a run directory or one of its checkpoints holds
+
+
+def check_not_a_run(folder: Path) -> None:
+    """A CheckpointError saying how runs load when ``folder`` is a run directory of ``python -m minilm.train`` (or
+    ``minilm.finetune``) or one of its checkpoints, whose config.json holds the run's settings, not a model_type."""
+    if not any((folder / name).exists() for name in RUN_FILES):
+        return
+    raise CheckpointError(
+        f"{folder} is a minilm run (or one of its checkpoints), not a Hugging Face folder: load a pretraining run's "
+        f"model with minilm.finetune.model.from_pretrained({str(folder)!r}, {{}}).model (its latest checkpoint), and "
+        "save it as a Hugging Face folder with model.save_pretrained(folder)"
+    )
+
+
 def from_pretrained(
     path: str | Path,
     tokenizer=None,
@@ -98,6 +113,7 @@ def from_pretrained(
     """
     folder = Path(path)
     source = str(folder)
+    check_not_a_run(folder)
     hf_config = read_config(folder)
     converters = list(CONVERTERS.values())
     if model_class is not None:  # the converters of the nearest class model_class derives from (Albert: not Bert's)
