@@ -19,7 +19,8 @@ discriminator's word, position and token-type embeddings and their LayerNorm are
 ``embeddings_project``), in a hand loop: the generator's MLM loss from ``labels=`` (full-vocabulary logits at every
 position, as it is usually run), Gumbel-max sampling at the masked positions without gradient, the discriminator's
 loss from ``labels=`` (its binary cross-entropy over the attention mask), total = generator + 50 x discriminator; the
-same AdamW groups, betas, ``fused=True``, clipping and schedule as benchmarks/mlm.py's hand loop.
+same AdamW groups, betas, ``fused=True``, clipping and schedule as benchmarks/mlm.py's hand loop (both
+benchmarks/common.py's ``hand_train_step``).
 
 Both start from the same weights (transformers' initialisation, converted) and read the same batches: 16 rows of 128
 random tokens ([CLS] ... [SEP]), masked once ahead of timing with ELECTRA's masking (15 %, 85 % of them [MASK], 15 %
