@@ -166,6 +166,7 @@ def mfu_columns(flops_per_step: float, peak: float, header: str = "model GFLOP/s
 
 
 def threads_label(threads: int) -> str:
+    """How each table's caption starts: "**1 thread**", "**2 threads**"."""
     return f"**{threads} thread{'s' if threads > 1 else ''}**"
 
 
@@ -198,6 +199,7 @@ def time_with_matmul_peak(variants: dict, rounds: int, warmup: int) -> tuple[dic
 
 
 def matmul_peak_note(peak: float) -> str:
+    """The caption's words for the matmul peak (FLOP/s) of ``time_with_matmul_peak``."""
     return f"matmul peak ({PEAK_N}^3 fp32, median): {peak / 1e9:.0f} GFLOP/s"
 
 
