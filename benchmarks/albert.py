@@ -26,7 +26,17 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts its thread pool (benchmarks/attention.py)
 
 import torch  # noqa: E402
-from common import import_transformers, run_header, speed_up_table, time_round_robin, timing_args  # noqa: E402
+from common import (  # noqa: E402
+    import_transformers,
+    print_per_thread_count,
+    print_table,
+    rounds_note,
+    run_header,
+    same_parameter_count,
+    speed_up_table,
+    time_round_robin,
+    timing_args,
+)
 from mlm import N_BATCHES, VOCAB_SIZE, minilm_step, mlm_examples, transformers_step  # noqa: E402
 
 from minilm.models.albert import ALBERT_SIZES, Albert, AlbertConfig  # noqa: E402
@@ -36,7 +46,6 @@ from minilm.objectives.mlm import mlm_loss  # noqa: E402
 from minilm.objectives.sop import LABEL_KEY, sop_loss  # noqa: E402
 from minilm.recipes.albert import albert_mlm_sop_loss  # noqa: E402
 from minilm.train.trainer import LossOutput, default_collate  # noqa: E402
-from minilm.utils import count_parameters  # noqa: E402
 
 MINILM = "minilm Albert, Trainer.train_step"
 PRIMARY = "transformers AlbertForPreTraining, labels= (primary)"
@@ -80,7 +89,6 @@ def full_vocab_loss(model, batch) -> LossOutput:
 
 
 def table(threads: int, args, config: AlbertConfig, data: list[dict]) -> str:
-    torch.set_num_threads(threads)
     tokens = args.batch_size * args.seq_len
     reference = transformers_model(config)
     labels = ("labels", LABEL_KEY)
@@ -95,12 +103,11 @@ def table(threads: int, args, config: AlbertConfig, data: list[dict]) -> str:
     }
     median, first = time_round_robin(variants, args.rounds, warmup=args.warmup)
     rows = [
-        f"**{threads} thread{'s' if threads > 1 else ''}**, median of {args.rounds} steps of each, round-robin; "
-        "first-step loss (MLM + SOP), same weights and batch: "
+        f"{rounds_note(threads, args.rounds)}; first-step loss (MLM + SOP), same weights and batch: "
         + ", ".join(f"{first[n][0]:.5f}" for n in median)
         + " (minilm, transformers, minilm every position)\n",
     ]
-    return "\n".join(rows + speed_up_table(median, MINILM, tokens, "tokens"))
+    return "\n".join(rows + speed_up_table(median, MINILM, {"tokens": tokens}))
 
 
 def main() -> None:
@@ -111,30 +118,24 @@ def main() -> None:
     transformers = import_transformers()
     config = minilm_config(args.seq_len)
     reference = transformers_model(config)
-    n_minilm, n_transformers = count_parameters(minilm_model(config, reference)), count_parameters(reference)
-    if n_minilm != n_transformers:
-        raise SystemExit(f"parameter counts differ: minilm {n_minilm:,}, transformers {n_transformers:,}")
+    n_minilm = same_parameter_count(minilm_model(config, reference), reference)
     data = albert_examples(args.batch_size, args.seq_len, torch.Generator().manual_seed(0))
     masked = sum(int((e["labels"] != -100).sum()) for e in data) / N_BATCHES
 
     print(run_header(f"transformers {transformers.__version__}"))
     c = config
     print("\nConfig (both models: fp32, tied decoder, same initial weights, the same optimizer and batches):\n")
-    print("| setting | value |\n|---|---|")
-    for label, value in [
+    settings = [
         ("vocabulary / positions / segments", f"{c.vocab_size} / {c.max_len} / {c.n_segments}"),
         ("layers (one shared block) / heads / width / FFN", f"{c.n_layers} / {c.n_heads} / {c.d_model} / {c.d_ff}"),
         ("embedding size E", f"{c.embedding_size}"),
         ("activation, dropout", f"{c.activation}, {c.dropout}"),
         ("parameters (minilm = transformers)", f"{n_minilm:,}"),
         ("batch", f"{args.batch_size} x {args.seq_len}, {masked:.0f} masked tokens per step (mean)"),
-    ]:
-        print(f"| {label} | {value} |")
+    ]
+    print_table(("setting", "value"), settings)
     print(f"\nMLM + SOP training step, {args.batch_size * args.seq_len:,} tokens/step (speed-up: their time / ours):\n")
-    for i, threads in enumerate(args.thread_counts):
-        if i:
-            print()
-        print(table(threads, args, config, data))
+    print_per_thread_count(args.thread_counts, lambda threads: table(threads, args, config, data))
 
 
 if __name__ == "__main__":

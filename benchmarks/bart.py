@@ -55,12 +55,25 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 from common import (  # noqa: E402
+    PEAK_MEMORY,
+    greedy_hand_loop,
+    hand_train_step,
     import_transformers,
-    peak_memory_mib,
+    labels_loss,
+    largest_loss_difference,
+    minilm_trainer,
+    optimizer_note,
+    ordered_batches,
+    peak_memory_child,
     peak_memory_option,
+    print_per_thread_count,
+    print_table,
+    recording,
+    rounds_note,
     run_header,
-    speed_up_cells,
-    step_peak_memory,
+    same_parameter_count,
+    seq2seq_generation_table,
+    speed_up_table,
     time_round_robin,
     timing_args,
 )
@@ -71,15 +84,7 @@ from minilm.models.hf.bart import config_to_hf  # noqa: E402
 from minilm.objectives.denoising import denoising_example  # noqa: E402
 from minilm.objectives.seq2seq import pad_seq2seq_batch, seq2seq_loss  # noqa: E402
 from minilm.recipes.bart import BART_SIZES, DenoiseSettings, denoise_counts, denoise_loss  # noqa: E402
-from minilm.train.trainer import (  # noqa: E402
-    BatchOrder,
-    LossOutput,
-    TrainConfig,
-    Trainer,
-    lr_lambda,
-    parameter_groups,
-)
-from minilm.utils import count_parameters  # noqa: E402
+from minilm.train.trainer import LossOutput  # noqa: E402
 
 VOCAB_SIZE = 8192  # the default job's tokenizer size
 BOS, PAD, EOS, UNK, MASK, FULL_STOP = 0, 1, 2, 3, 4, 5  # BART's special ids, then the "." that ends a sentence
@@ -189,10 +194,6 @@ def sources(batch: int, seed: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
 # ------------------------------------------------------------------------------------------ training steps
 
 
-def train_config(batch_size: int) -> TrainConfig:
-    return TrainConfig(batch_size=batch_size, device="cpu", progress=False, max_steps=10**9, log_every=10**9)
-
-
 def collate(examples: list[dict]) -> dict[str, torch.Tensor]:
     return pad_seq2seq_batch(examples, pad_id=PAD)
 
@@ -207,46 +208,14 @@ def plain_denoise_loss(model: Bart, batch) -> LossOutput:
 def minilm_step(model: Bart, data: list[dict], batch_size: int, loss_fn=denoise_loss):
     """A Trainer as the CLI builds it for the denoise objective (counts=denoise_counts, perplexity=True); its
     train_step, returning the step's loss."""
-    trainer = Trainer(
-        model,
-        loss_fn,
-        data,
-        config=train_config(batch_size),
-        collate=collate,
-        counts=denoise_counts,
-        perplexity=True,
-    )
+    trainer = minilm_trainer(model, loss_fn, data, batch_size, collate=collate, counts=denoise_counts, perplexity=True)
     return lambda: trainer.train_step()[0]
 
 
 def transformers_step(model, data: list[dict], batch_size: int):
     """The Trainer's step for the transformers model: the same batches (same order and collate), AdamW groups and
     settings, clipping and schedule; the loss from ``labels=``."""
-    config = train_config(batch_size)
-    optimizer = torch.optim.AdamW(
-        parameter_groups(model, config.weight_decay),
-        lr=config.lr,
-        betas=(config.beta1, config.beta2),
-        eps=config.eps,
-        fused=True,
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
-    order, step = BatchOrder(len(data), batch_size, config.seed), 0
-
-    def train_step() -> float:
-        nonlocal step
-        batch = collate([data[i] for i in order.indices(step)])
-        step += 1
-        model.train()
-        loss = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.item()
-
-    return train_step
+    return hand_train_step(model, labels_loss(model), ordered_batches(data, batch_size, collate), batch_size)
 
 
 def variant_steps(config: BartConfig, data: list[dict], batch_size: int) -> dict:
@@ -261,44 +230,21 @@ def variant_steps(config: BartConfig, data: list[dict], batch_size: int) -> dict
     }
 
 
-def recorded(step, losses: list[float]):
-    """``step`` that also appends each loss to ``losses``."""
-
-    def run() -> float:
-        losses.append(step())
-        return losses[-1]
-
-    return run
-
-
 def training_table(threads: int, args, config: BartConfig, data: list[dict]) -> str:
-    torch.set_num_threads(threads)
-    losses = {name: [] for name in (MINILM, PRIMARY, PLAIN)}
-    steps = variant_steps(config, data, args.batch_size)
-    variants = {name: recorded(build(), losses[name]) for name, build in steps.items()}
+    variants, losses = recording(variant_steps(config, data, args.batch_size))
     median, first = time_round_robin(variants, args.rounds, warmup=args.warmup)
     if max(first.values()) - min(first.values()) > 1e-5:
         raise SystemExit(f"first-step losses differ: {first} (same weights and batch: they should agree)")
-    n_steps = min(map(len, losses.values()))
-    drift = max(abs(losses[name][i] - losses[MINILM][i]) for name in losses for i in range(n_steps))
-    tokens = args.batch_size * args.seq_len
-    ours, ours_cpu = median[MINILM]
+    drift, n_steps = largest_loss_difference(losses, {name: MINILM for name in losses})
     rows = [
-        f"**{threads} thread{'s' if threads > 1 else ''}**, median of {args.rounds} steps of each, round-robin; "
-        "first-step loss, same weights and batch (minilm, transformers, minilm unfused): "
+        f"{rounds_note(threads, args.rounds)}; first-step loss, same weights and batch (minilm, transformers, minilm "
+        "unfused): "
         + ", ".join(f"{first[name]:.5f}" for name in median)
         + f"; largest loss difference over the {n_steps} steps each ran: {drift:.1e}\n",
-        "| variant | ms/step | target tokens/s | minilm speed-up | CPU ms/step | speed-up by CPU time "
-        "| step peak memory (MiB) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, (seconds, cpu_seconds) in median.items():
-        speed_up, cpu_speed_up = speed_up_cells(name, MINILM, seconds, cpu_seconds, ours, ours_cpu)
-        rows.append(
-            f"| {name} | {1000 * seconds:.0f} | {tokens / seconds:,.0f} | {speed_up} | {1000 * cpu_seconds:.0f} | "
-            f"{cpu_speed_up} | {peak_memory_mib(name):.0f} |"
-        )
-    return "\n".join(rows)
+    return "\n".join(
+        rows + speed_up_table(median, MINILM, {"target tokens": args.batch_size * args.seq_len}, PEAK_MEMORY)
+    )
 
 
 # ------------------------------------------------------------------------------------------ generation
@@ -323,62 +269,22 @@ def hf_generate(model, ids, mask, beams: int) -> torch.Tensor:
     )
 
 
-@torch.no_grad()
-def hf_hand_loop(model, ids, mask, beams: int) -> torch.Tensor:
-    """Greedy decoding calling the transformers model directly: the encoder once, then the decoder one position at
-    a time with its past_key_values, </s> banned (what generate() wraps)."""
-    if beams != 1:
-        raise ValueError("the hand loop is greedy")
-    encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
-    new = torch.full((ids.size(0), 1), model.config.decoder_start_token_id, dtype=torch.long)
-    out, past = new, None
-    for _ in range(NEW_TOKENS):
-        result = model(
-            encoder_outputs=encoder_outputs,
-            attention_mask=mask,
-            decoder_input_ids=new,
-            past_key_values=past,
-            use_cache=True,
-        )
-        past = result.past_key_values
-        logits = result.logits[:, -1]
-        logits[:, EOS] = -float("inf")  # min_new_tokens = NEW_TOKENS
-        new = logits.argmax(-1, keepdim=True)  # (B, 1)
-        out = torch.cat([out, new], dim=1)
-    return out
+def generation_variants(reference, model: Bart, ids, mask, beams: int) -> dict:
+    """minilm's generate and transformers' (and for greedy search, the transformers model in a hand loop)."""
+    variants = {
+        MINILM_GEN: partial(minilm_generate, model, ids, mask, beams),
+        HF_GEN: partial(hf_generate, reference, ids, mask, beams),
+    }
+    if beams == 1:
+        variants[HF_LOOP] = partial(greedy_hand_loop, reference, ids, mask, NEW_TOKENS, EOS)
+    return variants
 
 
 def generation_table(threads: int, reference, model: Bart, args) -> str:
-    torch.set_num_threads(threads)
-    rows = [
-        f"**{threads} thread{'s' if threads > 1 else ''}**: {NEW_TOKENS} new tokens (</s> banned); median of "
-        f"{args.gen_rounds} runs each, round-robin (speed-up: their time / minilm's)\n",
-        "| batch | search | variant | ms/run | new tokens/s | minilm speed-up | CPU ms/run | speed-up by CPU time |",
-        "|---:|---|---|---:|---:|---:|---:|---:|",
-    ]
-    for batch in (1, 4):
-        ids, mask = sources(batch)
-        for beams in (1, BEAMS):
-            variants = {
-                MINILM_GEN: partial(minilm_generate, model, ids, mask, beams),
-                HF_GEN: partial(hf_generate, reference, ids, mask, beams),
-            }
-            if beams == 1:
-                variants[HF_LOOP] = partial(hf_hand_loop, reference, ids, mask, beams)
-            median, outputs = time_round_robin(variants, args.gen_rounds, warmup=1)
-            for name, output in outputs.items():
-                if output.shape != (batch, 1 + NEW_TOKENS) or not torch.equal(output, outputs[MINILM_GEN]):
-                    raise SystemExit(f"{name!r} generated other tokens than minilm (batch {batch}, {beams} beams)")
-            ours, ours_cpu = median[MINILM_GEN]
-            label = f"{batch}" if batch == 1 else f"{batch} (sources {'/'.join(map(str, SOURCE_LENGTHS))})"
-            search = "greedy" if beams == 1 else f"beam search, {beams} beams"
-            for name, (seconds, cpu_seconds) in median.items():
-                speed_up, cpu_speed_up = speed_up_cells(name, MINILM_GEN, seconds, cpu_seconds, ours, ours_cpu)
-                rows.append(
-                    f"| {label} | {search} | {name} | {1000 * seconds:.0f} | {batch * NEW_TOKENS / seconds:,.0f} | "
-                    f"{speed_up} | {1000 * cpu_seconds:.0f} | {cpu_speed_up} |"
-                )
-    return "\n".join(rows)
+    variants = partial(generation_variants, reference, model)
+    return seq2seq_generation_table(
+        threads, args.gen_rounds, sources, variants, MINILM_GEN, NEW_TOKENS, SOURCE_LENGTHS, BEAMS
+    )
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -397,15 +303,12 @@ def main() -> None:
     config = minilm_config(args.size, args.seq_len)
     data = training_examples(args.batch_size, args.seq_len)
     if args.peak_memory_of:  # a child process measuring one variant's memory
-        torch.set_num_threads(1)
-        return step_peak_memory(variant_steps(config, data, args.batch_size)[args.peak_memory_of]())
+        return peak_memory_child(variant_steps(config, data, args.batch_size), args.peak_memory_of)
     reference = transformers_model(config).eval()
     with tempfile.TemporaryDirectory() as directory:  # generation's minilm model: through from_pretrained
         reference.save_pretrained(directory)
         model = Bart.from_pretrained(directory).eval()
-    n_minilm, n_transformers = count_parameters(model), count_parameters(reference)
-    if n_minilm != n_transformers:
-        raise SystemExit(f"parameter counts differ: minilm {n_minilm:,}, transformers {n_transformers:,}")
+    n_minilm = same_parameter_count(model, reference)
     diff = check_logits(reference, model, config)
     source_tokens = sum(len(e["input_ids"]) for e in data) / N_BATCHES
     padded = sum(
@@ -413,14 +316,9 @@ def main() -> None:
     )
 
     print(run_header(f"transformers {transformers.__version__}"))
-    c, t = config, train_config(args.batch_size)
-    print(
-        f"\nConfig (both models: fp32, the same initial weights, AdamW lr {t.lr:g}, betas ({t.beta1}, {t.beta2}), "
-        f"weight decay {t.weight_decay} on matrices, fused, grad clip {t.grad_clip}, {t.schedule} schedule with "
-        f"{t.warmup_steps} warm-up steps):\n"
-    )
-    print("| setting | value |\n|---|---|")
-    for label, value in [
+    c = config
+    print(f"\nConfig (both models: fp32, the same initial weights, {optimizer_note()}):\n")
+    settings = [
         ("size", f"{args.size} (minilm.recipes.bart.BART_SIZES)"),
         ("vocabulary / positions", f"{c.vocab_size} / {c.max_len}"),
         (
@@ -437,24 +335,18 @@ def main() -> None:
             f"tokens/step); sources after {'+'.join(DenoiseSettings().denoising().noises)}: {source_tokens:,.0f} "
             f"tokens/step (mean), {padded / N_BATCHES:,.0f} padded",
         ),
-    ]:
-        print(f"| {label} | {value} |")
+    ]
+    print_table(("setting", "value"), settings)
     print(
         f"\nDenoising training step, {args.batch_size * args.seq_len:,} target tokens/step (speed-up: their time / "
         "ours):\n"
     )
-    for i, threads in enumerate(args.thread_counts):
-        if i:
-            print()
-        print(training_table(threads, args, config, data))
+    print_per_thread_count(args.thread_counts, lambda threads: training_table(threads, args, config, data))
     print(
         f"\nKV-cache generation, minilm vs transformers ({NEW_TOKENS} new tokens per row; each case's variants "
         "generated identical tokens):\n"
     )
-    for i, threads in enumerate(args.thread_counts):
-        if i:
-            print()
-        print(generation_table(threads, reference, model, args))
+    print_per_thread_count(args.thread_counts, lambda threads: generation_table(threads, reference, model, args))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ discriminator's word, position and token-type embeddings and their LayerNorm are
 ``embeddings_project``), in a hand loop: the generator's MLM loss from ``labels=`` (full-vocabulary logits at every
 position, as it is usually run), Gumbel-max sampling at the masked positions without gradient, the discriminator's
 loss from ``labels=`` (its binary cross-entropy over the attention mask), total = generator + 50 x discriminator; the
-same AdamW groups, betas, ``fused=True``, clipping and schedule as benchmarks/mlm.py's hand loop.
+same AdamW groups, betas, ``fused=True``, clipping and schedule as benchmarks/mlm.py's hand loop (both
+benchmarks/common.py's ``hand_train_step``).
 
 Both start from the same weights (transformers' initialisation, converted) and read the same batches: 16 rows of 128
 random tokens ([CLS] ... [SEP]), masked once ahead of timing with ELECTRA's masking (15 %, 85 % of them [MASK], 15 %
@@ -37,8 +38,21 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch starts its thread pool (benchmarks/attention.py)
 
 import torch  # noqa: E402
-from common import import_transformers, run_header, speed_up_table, time_round_robin, timing_args  # noqa: E402
-from mlm import N_BATCHES, VOCAB_SIZE, mlm_examples, train_config  # noqa: E402
+from common import (  # noqa: E402
+    hand_train_step,
+    import_transformers,
+    minilm_trainer,
+    ordered_batches,
+    print_per_thread_count,
+    print_table,
+    rounds_note,
+    run_header,
+    same_parameter_count,
+    speed_up_table,
+    time_round_robin,
+    timing_args,
+)
+from mlm import N_BATCHES, VOCAB_SIZE, mlm_examples  # noqa: E402
 
 from minilm.models.electra import ELECTRA_SIZES, Electra, ElectraConfig, ElectraPretraining  # noqa: E402
 from minilm.models.electra import generator_config as electra_generator_config  # noqa: E402
@@ -47,14 +61,7 @@ from minilm.models.hf.electra import config_to_hf  # noqa: E402
 from minilm.objectives.mlm import mlm_loss  # noqa: E402
 from minilm.objectives.rtd import replace_tokens, rtd_loss, sample_replacements  # noqa: E402
 from minilm.recipes.electra import ReplacedTokenConfig, electra_counts, electra_loss, wrap  # noqa: E402
-from minilm.train.trainer import (  # noqa: E402
-    BatchOrder,
-    LossOutput,
-    Trainer,
-    default_collate,
-    lr_lambda,
-    parameter_groups,
-)
+from minilm.train.trainer import LossOutput, default_collate  # noqa: E402
 from minilm.utils import count_parameters  # noqa: E402
 
 MINILM = "minilm ElectraPretraining, Trainer.train_step"
@@ -113,7 +120,7 @@ def electra_examples(batch_size: int, seq_len: int, generator: torch.Generator) 
 def minilm_step(pair: ElectraPretraining, loss_fn, data, batch_size: int):
     """A Trainer as the CLI builds it for the rtd objective (counts=electra_counts); its train_step, returning
     (loss, tokens, generator loss, discriminator loss)."""
-    trainer = Trainer(pair, loss_fn, data, config=train_config(batch_size), counts=electra_counts)
+    trainer = minilm_trainer(pair, loss_fn, data, batch_size, counts=electra_counts)
 
     def train_step() -> tuple[float, int, float, float]:
         loss, tokens = trainer.train_step()
@@ -141,23 +148,9 @@ def full_vocab_electra_loss(pair: ElectraPretraining, batch) -> LossOutput:
 def transformers_step(generator, discriminator, data, batch_size: int, rtd_weight: float):
     """The Trainer's step for the transformers pair: the same batches (same order and collate), AdamW groups and
     settings, clipping and schedule; each model's loss from its own ``labels=``, total = gen + λ disc."""
-    config = train_config(batch_size)
     both = torch.nn.ModuleList([generator, discriminator])  # shared tensors appear once in parameters()
-    optimizer = torch.optim.AdamW(
-        parameter_groups(both, config.weight_decay),
-        lr=config.lr,
-        betas=(config.beta1, config.beta2),
-        eps=config.eps,
-        fused=True,
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
-    order, step = BatchOrder(len(data), batch_size, config.seed), 0
 
-    def train_step() -> tuple[float, int, float, float]:
-        nonlocal step
-        batch = default_collate([data[i] for i in order.indices(step)])
-        step += 1
-        both.train()
+    def loss_of(batch):
         input_ids, labels = batch["input_ids"], batch["labels"]
         mask, segments = batch["attention_mask"], batch["token_type_ids"]
         out = generator(input_ids=input_ids, attention_mask=mask, token_type_ids=segments, labels=labels)
@@ -174,22 +167,15 @@ def transformers_step(generator, discriminator, data, batch_size: int, rtd_weigh
         disc_loss = discriminator(
             input_ids=corrupted, attention_mask=mask, token_type_ids=segments, labels=replaced
         ).loss
-        loss = out.loss + rtd_weight * disc_loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(both.parameters(), config.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.item(), int(mask.sum()), out.loss.item(), disc_loss.item()
+        return out.loss + rtd_weight * disc_loss, int(mask.sum()), out.loss, disc_loss  # the step: numbers
 
-    return train_step
+    return hand_train_step(both, loss_of, ordered_batches(data, batch_size, default_collate), batch_size)
 
 
 # ------------------------------------------------------------------------------------------ tables
 
 
 def table(threads: int, args, configs, data: list[dict]) -> str:
-    torch.set_num_threads(threads)
     config, gen_config, settings = configs
     tokens = args.batch_size * args.seq_len
     generator, discriminator = transformers_models(config, gen_config)
@@ -207,14 +193,14 @@ def table(threads: int, args, configs, data: list[dict]) -> str:
     if max(gen) - min(gen) > 1e-5:
         raise SystemExit(f"first-step generator losses differ: {gen} (same weights and batch: they should agree)")
     rows = [
-        f"**{threads} thread{'s' if threads > 1 else ''}**, median of {args.rounds} steps of each, round-robin; "
-        "first-step losses, same weights and batch (minilm, transformers, minilm every position): generator "
+        f"{rounds_note(threads, args.rounds)}; first-step losses, same weights and batch (minilm, transformers, "
+        "minilm every position): generator "
         + ", ".join(f"{first[n][2]:.5f}" for n in median)
         + "; discriminator (own samples) "
         + ", ".join(f"{first[n][3]:.5f}" for n in median)
         + "\n",
     ]
-    return "\n".join(rows + speed_up_table(median, MINILM, tokens, "tokens"))
+    return "\n".join(rows + speed_up_table(median, MINILM, {"tokens": tokens}))
 
 
 def main() -> None:
@@ -227,18 +213,14 @@ def main() -> None:
     config, gen_config, settings = configs
     generator, discriminator = transformers_models(config, gen_config)
     pair = minilm_model(config, settings, generator, discriminator)
-    n_minilm = count_parameters(pair)
-    n_transformers = count_parameters(torch.nn.ModuleList([generator, discriminator]))
-    if n_minilm != n_transformers:
-        raise SystemExit(f"parameter counts differ: minilm {n_minilm:,}, transformers {n_transformers:,}")
+    n_minilm = same_parameter_count(pair, torch.nn.ModuleList([generator, discriminator]))
     data = electra_examples(args.batch_size, args.seq_len, torch.Generator().manual_seed(0))
     masked = sum(int((e["labels"] != -100).sum()) for e in data) / N_BATCHES
 
     print(run_header(f"transformers {transformers.__version__}"))
     c, g = config, gen_config
     print("\nConfig (both pairs: fp32, same initial weights, the same optimizer and batches):\n")
-    print("| setting | value |\n|---|---|")
-    for label, value in [
+    settings_rows = [
         (
             "vocabulary / positions / segments / embedding size E",
             f"{c.vocab_size} / {c.max_len} / {c.n_segments} / {c.embedding_size}",
@@ -259,16 +241,13 @@ def main() -> None:
             "(minilm = transformers)",
         ),
         ("batch", f"{args.batch_size} x {args.seq_len}, {masked:.0f} masked tokens per step (mean)"),
-    ]:
-        print(f"| {label} | {value} |")
+    ]
+    print_table(("setting", "value"), settings_rows)
     print(
         f"\nELECTRA training step (generator + discriminator), {args.batch_size * args.seq_len:,} tokens/step "
         "(speed-up: their time / ours):\n"
     )
-    for i, threads in enumerate(args.thread_counts):
-        if i:
-            print()
-        print(table(threads, args, configs, data))
+    print_per_thread_count(args.thread_counts, lambda threads: table(threads, args, configs, data))
 
 
 if __name__ == "__main__":

@@ -46,13 +46,19 @@ import warnings
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
-from common import run_header, time_round_robin, timing_args  # noqa: E402
+from common import (  # noqa: E402
+    minilm_trainer,
+    print_per_thread_count,
+    run_header,
+    threads_label,
+    time_round_robin,
+    timing_args,
+)
 
 from minilm.objectives.bilm import bilm_loss, bilm_loss_from_states  # noqa: E402
 from minilm.tokenizers import train_tokenizer  # noqa: E402
 from minilm.train import registry  # noqa: E402
 from minilm.train.pretrain import PretrainConfig, load_documents, split_documents  # noqa: E402
-from minilm.train.trainer import TrainConfig, Trainer  # noqa: E402
 
 STEP = "whole step: Trainer.train_step"
 PARTS = ("char CNN (embed)", "LSTMs, both directions", "softmax + loss, both directions")
@@ -121,11 +127,7 @@ def part_steps(model, block: torch.Tensor) -> dict:
 
 
 def throughput_table(threads: int, args, blocks: torch.Tensor, model, loss_fn) -> str:
-    torch.set_num_threads(threads)
-    train_config = TrainConfig(
-        batch_size=args.batch_size, device="cpu", progress=False, max_steps=10**9, log_every=10**9, run_dir=""
-    )
-    trainer = Trainer(model, loss_fn, blocks, config=train_config)
+    trainer = minilm_trainer(model, loss_fn, blocks, args.batch_size)
     tokens = []
 
     def train_step() -> None:
@@ -137,7 +139,7 @@ def throughput_table(threads: int, args, blocks: torch.Tensor, model, loss_fn) -
     n_tokens = tokens[-1]
     rest = step - sum(median[p][0] for p in PARTS), step_cpu - sum(median[p][1] for p in PARTS)
     rows = [
-        f"**{threads} thread{'s' if threads > 1 else ''}**: median of {args.rounds} of each, round-robin; "
+        f"{threads_label(threads)}: median of {args.rounds} of each, round-robin; "
         f"{n_tokens:,} tokens/step; **{n_tokens / step:,.0f} tokens/s** ({n_tokens / step_cpu:,.0f} by CPU time)\n",
         "| part (forward + backward) | ms | share of step | CPU ms | share by CPU time |",
         "|---|---:|---:|---:|---:|",
@@ -178,10 +180,7 @@ def main() -> None:
         f"({n_softmax:,} in the softmax); torch.nn.LSTM with projections runs torch's own CPU kernel (oneDNN has no "
         "LSTMP). No reference implementation to compare with (see the docstring).\n"
     )
-    for i, threads in enumerate(args.thread_counts):
-        if i:
-            print()
-        print(throughput_table(threads, args, blocks, model, loss_fn))
+    print_per_thread_count(args.thread_counts, lambda threads: throughput_table(threads, args, blocks, model, loss_fn))
 
 
 if __name__ == "__main__":

@@ -41,7 +41,16 @@ from functools import partial
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
-from common import import_transformers, run_header, speed_up_cells, time_round_robin, timing_args  # noqa: E402
+from common import (  # noqa: E402
+    import_transformers,
+    print_per_thread_count,
+    run_header,
+    speed_up_header,
+    speed_up_rows,
+    threads_label,
+    time_round_robin,
+    timing_args,
+)
 
 from minilm.models.gpt import GPT, GPTConfig  # noqa: E402
 from minilm.models.hf.gpt2 import config_to_hf  # noqa: E402
@@ -160,10 +169,9 @@ def ratio(x: float) -> str:
 def cache_table(threads: int, reference, model, args) -> str:
     """Table 1: KV-cache generation, minilm vs transformers, batch 1 and batch 4."""
     rows = [
-        f"**{threads} thread{'s' if threads > 1 else ''}**: {PROMPT_LEN}-token prompts, {NEW_TOKENS} new tokens, "
-        f"greedy; median of {args.rounds} runs each, round-robin (speed-up: their time / minilm's)\n",
-        "| batch | variant | ms/run | new tokens/s | minilm speed-up | CPU ms/run | speed-up by CPU time |",
-        "|---:|---|---:|---:|---:|---:|---:|",
+        f"{threads_label(threads)}: {PROMPT_LEN}-token prompts, {NEW_TOKENS} new tokens, greedy; median of "
+        f"{args.rounds} runs each, round-robin (speed-up: their time / minilm's)\n",
+        *speed_up_header(["new tokens"], per="run", lead=[("batch", "---:")]),
     ]
     for batch in (1, 4):
         ids, mask = prompts(batch)
@@ -173,14 +181,8 @@ def cache_table(threads: int, reference, model, args) -> str:
             HF_LOOP: partial(hf_hand_loop, reference, ids, mask, NEW_TOKENS),
         }
         median = timed(variants, args.rounds, args.warmup)
-        ours, ours_cpu = median[MINILM]
-        for name, (seconds, cpu_seconds) in median.items():
-            speed_up, cpu_speed_up = speed_up_cells(name, MINILM, seconds, cpu_seconds, ours, ours_cpu)
-            label = f"{batch}" if batch == 1 else f"{batch} (prompts {'/'.join(map(str, BATCH_PROMPT_LENS))})"
-            rows.append(
-                f"| {label} | {name} | {1000 * seconds:.0f} | {batch * NEW_TOKENS / seconds:,.0f} | {speed_up} | "
-                f"{1000 * cpu_seconds:.0f} | {cpu_speed_up} |"
-            )
+        label = f"{batch}" if batch == 1 else f"{batch} (prompts {'/'.join(map(str, BATCH_PROMPT_LENS))})"
+        rows += speed_up_rows(median, MINILM, {"new tokens": batch * NEW_TOKENS}, lead=(label,))
     return "\n".join(rows)
 
 
@@ -196,7 +198,7 @@ def no_cache_table(threads: int, reference, model, args) -> str:
     median = timed(variants, args.long_rounds, args.warmup)
     cached = {MINILM_NO_CACHE: MINILM_CACHED, HF_NO_CACHE: HF_CACHED}  # no-cache row -> its library's cached row
     rows = [
-        f"**{threads} thread{'s' if threads > 1 else ''}**: batch 1, {PROMPT_LEN}-token prompt, {LONG_NEW_TOKENS} new "
+        f"{threads_label(threads)}: batch 1, {PROMPT_LEN}-token prompt, {LONG_NEW_TOKENS} new "
         f"tokens, greedy; median of {args.long_rounds} runs each, round-robin\n",
         "| variant | ms/run | new tokens/s | KV-cache speed-up | CPU ms/run | KV-cache speed-up by CPU time |",
         "|---|---:|---:|---:|---:|---:|",
@@ -241,17 +243,9 @@ def main() -> None:
         "Greedy, no end-of-text token; each table's variants generated identical tokens."
     )
     print(f"\nKV-cache generation, minilm vs transformers ({NEW_TOKENS} new tokens):\n")
-    for i, threads in enumerate(args.thread_counts):
-        torch.set_num_threads(threads)
-        if i:
-            print()
-        print(cache_table(threads, reference, model, args))
+    print_per_thread_count(args.thread_counts, lambda threads: cache_table(threads, reference, model, args))
     print(f"\nKV cache vs no cache ({LONG_NEW_TOKENS} new tokens; KV-cache speed-up: no-cache time / cached time):\n")
-    for i, threads in enumerate(args.thread_counts):
-        torch.set_num_threads(threads)
-        if i:
-            print()
-        print(no_cache_table(threads, reference, model, args))
+    print_per_thread_count(args.thread_counts, lambda threads: no_cache_table(threads, reference, model, args))
 
 
 if __name__ == "__main__":

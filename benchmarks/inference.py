@@ -44,7 +44,10 @@ from common import (  # noqa: E402
     import_transformers,
     matmul_step,
     run_header,
-    speed_up_cells,
+    same_parameter_count,
+    speed_up_header,
+    speed_up_rows,
+    threads_label,
     time_round_robin,
     timing_args,
 )
@@ -54,7 +57,6 @@ from minilm.heads import pool  # noqa: E402
 from minilm.models.bert import Bert  # noqa: E402
 from minilm.objectives.mlm import pad_batch  # noqa: E402
 from minilm.tokenizers import Tokenizer  # noqa: E402
-from minilm.utils import count_parameters  # noqa: E402
 
 TOLERANCE = 1e-4  # largest allowed difference between two variants' embeddings
 CASES = {  # label -> (batch size, sorted by length)
@@ -143,23 +145,25 @@ def table(threads: int, args, variants: dict, shapes: dict[str, str], n: int) ->
         if diff > TOLERANCE:
             raise SystemExit(f"{key[1]} ({key[0]}): embeddings differ from minilm's sorted batch-32 ones by {diff:.2e}")
     rows = [
-        f"**{threads} thread{'s' if threads > 1 else ''}**, median of {args.rounds} passes over {n} sentences, "
-        "round-robin (speed-up: transformers' time / minilm's on the same batches)\n",
-        "| batches | padded tokens (real share) | variant | ms/pass | embeddings/s | minilm speed-up | CPU ms/pass | "
-        "speed-up by CPU time | max abs diff |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        f"{threads_label(threads)}, median of {args.rounds} passes over {n} sentences, round-robin (speed-up: "
+        "transformers' time / minilm's on the same batches)\n",
+        *speed_up_header(
+            ["embeddings"],
+            ["max abs diff"],
+            per="pass",
+            lead=[("batches", "---"), ("padded tokens (real share)", "---:")],
+        ),
     ]
+
+    def max_diff(case: str, name: str) -> str:
+        if (case, name) == (PRIMARY, MINILM):
+            return "reference"
+        return f"{(first[(case, name)] - reference).abs().max().item():.1e}"
+
     for case in CASES:
-        ours, ours_cpu = median[(case, MINILM)]
-        for name in (MINILM, HF):
-            seconds, cpu_seconds = median[(case, name)]
-            speed_up, cpu_speed_up = speed_up_cells(name, MINILM, seconds, cpu_seconds, ours, ours_cpu)
-            diff = f"{(first[(case, name)] - reference).abs().max().item():.1e}"
-            diff = "reference" if (case, name) == (PRIMARY, MINILM) else diff
-            rows.append(
-                f"| {case} | {shapes[case]} | {name} | {1000 * seconds:.0f} | {n / seconds:,.0f} | {speed_up} | "
-                f"{1000 * cpu_seconds:.0f} | {cpu_speed_up} | {diff} |"
-            )
+        case_median = {name: median[(case, name)] for name in (MINILM, HF)}
+        extra = {"max abs diff": lambda name, seconds, case=case: max_diff(case, name)}
+        rows += speed_up_rows(case_median, MINILM, {"embeddings": n}, extra, (case, shapes[case]))
     return "\n".join(rows)
 
 
@@ -217,9 +221,7 @@ def main() -> None:
     tokenizer = Tokenizer.from_bert_vocab(folder / "vocab.txt")
     ours = Bert.from_pretrained(folder, tokenizer=tokenizer).eval()
     theirs = transformers.AutoModel.from_pretrained(folder, attn_implementation="sdpa").eval()
-    n_ours, n_theirs = count_parameters(ours), count_parameters(theirs)
-    if n_ours != n_theirs:
-        raise SystemExit(f"parameter counts differ: minilm {n_ours:,}, transformers {n_theirs:,}")
+    n_ours = same_parameter_count(ours, theirs)
 
     texts = sentences(n)
     ids = [tokenizer.encode(t)[:max_tokens] for t in texts]

@@ -40,16 +40,25 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 from common import (  # noqa: E402
-    PEAK_N,
+    PEAK_MEMORY,
+    hand_train_step,
     import_transformers,
-    matmul_step,
-    peak_memory_mib,
+    labels_loss,
+    matmul_peak_note,
+    mfu_columns,
+    minilm_trainer,
+    optimizer_note,
+    ordered_batches,
+    peak_memory_child,
     peak_memory_option,
+    print_per_thread_count,
+    print_table,
+    rounds_note,
     run_header,
-    speed_up_cells,
+    same_parameter_count,
     speed_up_table,
-    step_peak_memory,
     time_round_robin,
+    time_with_matmul_peak,
     timing_args,
 )
 
@@ -63,15 +72,7 @@ from minilm.models.hf.bert import config_to_hf  # noqa: E402
 from minilm.objectives.mlm import MaskingConfig, mlm_loss  # noqa: E402
 from minilm.recipes.bert import bert_mlm_loss  # noqa: E402
 from minilm.train.registry import get_model  # noqa: E402
-from minilm.train.trainer import (  # noqa: E402
-    BatchOrder,
-    LossOutput,
-    TrainConfig,
-    Trainer,
-    default_collate,
-    lr_lambda,
-    parameter_groups,
-)
+from minilm.train.trainer import BatchOrder, LossOutput, default_collate  # noqa: E402
 from minilm.utils import count_parameters  # noqa: E402
 
 VOCAB_SIZE = 8192  # the default job's tokenizer size
@@ -173,13 +174,9 @@ def sst2_features(batch_size: int, max_len: int, generator: torch.Generator) -> 
 # ------------------------------------------------------------------------------------------ training steps
 
 
-def train_config(batch_size: int) -> TrainConfig:
-    return TrainConfig(batch_size=batch_size, device="cpu", progress=False, max_steps=10**9, log_every=10**9)
-
-
 def minilm_step(model, loss_fn, data, collate, batch_size: int):
     """A Trainer as the CLI builds it (fused AdamW on CPU, clipping 1.0, warm-up + cosine LambdaLR); its train_step."""
-    return Trainer(model, loss_fn, data, config=train_config(batch_size), collate=collate).train_step
+    return minilm_trainer(model, loss_fn, data, batch_size, collate=collate).train_step
 
 
 def full_vocab_mlm_loss(model, batch) -> LossOutput:
@@ -192,36 +189,15 @@ def full_vocab_mlm_loss(model, batch) -> LossOutput:
 def transformers_step(model, data, collate, batch_size: int, fused: bool | None, labels=("labels",)):
     """The Trainer's step for a transformers model: the same batches (same order and collate), AdamW groups and
     settings, clipping and schedule; the loss is the model's own from ``labels=`` (and the other ``labels`` keys,
-    e.g. ALBERT's ``sentence_order_label``)."""
-    config = train_config(batch_size)
-    optimizer = torch.optim.AdamW(
-        parameter_groups(model, config.weight_decay), lr=config.lr, betas=(config.beta1, config.beta2), fused=fused
+    e.g. ALBERT's ``sentence_order_label``). Returns (loss, tokens), as the Trainer's step."""
+    loss = labels_loss(model, ("input_ids", "attention_mask", "token_type_ids", *labels))
+    return hand_train_step(
+        model,
+        lambda batch: (loss(batch), int(batch["attention_mask"].sum())),
+        ordered_batches(data, batch_size, collate),
+        batch_size,
+        fused=fused,
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
-    order, step = BatchOrder(len(data), batch_size, config.seed), 0
-
-    def train_step() -> tuple[float, int]:
-        nonlocal step
-        batch = collate([data[i] for i in order.indices(step)])
-        step += 1
-        model.train()
-        loss = model(
-            input_ids=batch["input_ids"],
-            attention_mask=batch["attention_mask"],
-            token_type_ids=batch["token_type_ids"],
-            **{key: batch[key] for key in labels},
-        ).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.item(), int(batch["attention_mask"].sum())
-
-    return train_step
-
-
-# ------------------------------------------------------------------------------------------ timing
 
 
 # ------------------------------------------------------------------------------------------ FLOPs
@@ -277,34 +253,20 @@ def mlm_variants(config: BertConfig, data: list[dict], batch_size: int) -> dict:
 
 
 def mlm_table(threads: int, args, config: BertConfig, data: list[dict], flops: float) -> str:
-    torch.set_num_threads(threads)
-    tokens = args.batch_size * args.seq_len
     steps = mlm_variants(config, data, args.batch_size)
-    variants = {name: build() for name, build in steps.items()} | {"matmul peak": matmul_step()}
-    median, first = time_round_robin(variants, args.rounds, warmup=args.warmup)
-    peak = 2 * PEAK_N**3 / median.pop("matmul peak")[0]
-    ours, ours_cpu = median[MINILM]
+    median, first, peak = time_with_matmul_peak(
+        {name: build() for name, build in steps.items()}, args.rounds, args.warmup
+    )
     rows = [
-        f"**{threads} thread{'s' if threads > 1 else ''}**, median of {args.rounds} steps of each, round-robin; "
-        f"matmul peak ({PEAK_N}^3 fp32, median): {peak / 1e9:.0f} GFLOP/s; first-step loss, same weights and batch: "
+        f"{rounds_note(threads, args.rounds)}; {matmul_peak_note(peak)}; first-step loss, same weights and batch: "
         + ", ".join(f"{first[n][0]:.5f}" for n in list(median)[:3])
         + " (minilm, transformers, minilm every position)\n",
-        "| variant | ms/step | tokens/s | minilm speed-up | CPU ms/step | speed-up by CPU time | GFLOP/s | MFU | "
-        "step peak memory (MiB) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, (seconds, cpu_seconds) in median.items():
-        achieved = flops / seconds
-        speed_up, cpu_speed_up = speed_up_cells(name, MINILM, seconds, cpu_seconds, ours, ours_cpu)
-        rows.append(
-            f"| {name} | {1000 * seconds:.0f} | {tokens / seconds:,.0f} | {speed_up} | {1000 * cpu_seconds:.0f} | "
-            f"{cpu_speed_up} | {achieved / 1e9:.0f} | {achieved / peak:.0%} | {peak_memory_mib(name):.0f} |"
-        )
-    return "\n".join(rows)
+    extra = mfu_columns(flops, peak, "GFLOP/s") | PEAK_MEMORY
+    return "\n".join(rows + speed_up_table(median, MINILM, {"tokens": args.batch_size * args.seq_len}, extra))
 
 
 def finetune_table(threads: int, args, config: BertConfig, features: list[EncodedExample], kind) -> str:
-    torch.set_num_threads(threads)
     n_labels = len(kind.info.labels)
     reference = transformers_classifier(config, n_labels)
     variants = {
@@ -318,11 +280,11 @@ def finetune_table(threads: int, args, config: BertConfig, features: list[Encode
     }
     median, first = time_round_robin(variants, args.rounds, warmup=args.warmup)
     rows = [
-        f"**{threads} thread{'s' if threads > 1 else ''}**, median of {args.rounds} steps of each, round-robin; "
-        f"first-step loss, same weights and batch: {first[MINILM_FT][0]:.5f} (minilm), "
+        f"{rounds_note(threads, args.rounds)}; first-step loss, same weights and batch: {first[MINILM_FT][0]:.5f} "
+        "(minilm), "
         f"{first['transformers BertForSequenceClassification, labels= (primary)'][0]:.5f} (transformers)\n",
     ]
-    return "\n".join(rows + speed_up_table(median, MINILM_FT, 32, "examples"))
+    return "\n".join(rows + speed_up_table(median, MINILM_FT, {"examples": 32}))
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -337,24 +299,17 @@ def main() -> None:
     transformers = import_transformers()
     config = minilm_config(args.seq_len)
     if args.peak_memory_of:  # a child process measuring one variant's memory
-        torch.set_num_threads(1)
         data = mlm_examples(args.batch_size, args.seq_len, torch.Generator().manual_seed(0))
-        return step_peak_memory(mlm_variants(config, data, args.batch_size)[args.peak_memory_of]())
+        return peak_memory_child(mlm_variants(config, data, args.batch_size), args.peak_memory_of)
     reference = transformers_mlm(config)
     default_attention = transformers_mlm(config, attention=None).config._attn_implementation
     minilm_model = minilm_mlm(config, reference)
-    n_minilm, n_transformers = count_parameters(minilm_model), count_parameters(reference)
-    if n_minilm != n_transformers:
-        raise SystemExit(f"MLM parameter counts differ: minilm {n_minilm:,}, transformers {n_transformers:,}")
+    n_minilm = same_parameter_count(minilm_model, reference, "MLM parameter counts")
     kind = task_kind(TASKS["sst2"])
     ft_config = minilm_config(64, mlm=False)
     ft_reference = transformers_classifier(ft_config, len(kind.info.labels))
-    n_ft_minilm = count_parameters(minilm_classifier(ft_config, ft_reference, kind))
-    n_ft_transformers = count_parameters(ft_reference)
-    if n_ft_minilm != n_ft_transformers:
-        raise SystemExit(
-            f"classifier parameter counts differ: minilm {n_ft_minilm:,}, transformers {n_ft_transformers:,}"
-        )
+    classifier = minilm_classifier(ft_config, ft_reference, kind)
+    n_ft_minilm = same_parameter_count(classifier, ft_reference, "classifier parameter counts")
 
     generator = torch.Generator().manual_seed(0)
     data = mlm_examples(args.batch_size, args.seq_len, generator)
@@ -367,14 +322,9 @@ def main() -> None:
     real = sum(len(f.input_ids[0]) for f in features) / len(features)
 
     print(run_header(f"transformers {transformers.__version__}"))
-    c, t = config, TrainConfig()
-    print(
-        f"\nConfig (both models: fp32, tied decoder, same initial weights, AdamW lr {t.lr:g}, betas ({t.beta1}, "
-        f"{t.beta2}), weight decay {t.weight_decay} on matrices, grad clip {t.grad_clip}, {t.schedule} schedule with "
-        f"{t.warmup_steps} warm-up steps):\n"
-    )
-    print("| setting | minilm BertConfig | transformers BertConfig |\n|---|---|---|")
-    for label, ours, theirs in [
+    c = config
+    print(f"\nConfig (both models: fp32, tied decoder, same initial weights, {optimizer_note(fused=False)}):\n")
+    settings = [
         (
             "vocabulary / positions / segments",
             f"{c.vocab_size} / {c.max_len} / {c.n_segments}",
@@ -393,7 +343,7 @@ def main() -> None:
         ),
         ("dropout", f"{c.dropout} / {c.attention_dropout}", "hidden / attention_probs 0.0 / 0.0"),
         ("MLM: heads", "Bert(pooler=False, nsp=False): MLM head", "BertForMaskedLM: MLM head, no pooler"),
-        ("MLM: parameters", f"{n_minilm:,}", f"{n_transformers:,}"),
+        ("MLM: parameters", f"{n_minilm:,}", f"{n_minilm:,}"),
         ("MLM: loss", "bert_mlm_loss: logits at masked positions", "labels=: logits everywhere, -100 ignored"),
         ("MLM: batch", f"{args.batch_size} x {args.seq_len}, masked {masked:.0f} per step (mean)", "the same batches"),
         (
@@ -402,28 +352,20 @@ def main() -> None:
             "hidden_layer=True, dropout 0))",
             "BertForSequenceClassification (pooler, classifier_dropout 0)",
         ),
-        ("SST-2: parameters", f"{n_ft_minilm:,}", f"{n_ft_transformers:,}"),
+        ("SST-2: parameters", f"{n_ft_minilm:,}", f"{n_ft_minilm:,}"),
         (
             "SST-2: batch",
             f"32 x {min(widths)}-{max(widths)} (padded to the longest; {real:.0f} real tokens/row mean)",
             "the same batches",
         ),
-    ]:
-        print(f"| {label} | {ours} | {theirs} |")
+    ]
+    print_table(("setting", "minilm BertConfig", "transformers BertConfig"), settings)
     print("\nModel FLOPs, useful work (the same count for both models):\n")
-    print("| quantity | value |\n|---|---:|")
-    for label, value in flop_rows:
-        print(f"| {label} | {value} |")
+    print_table(("quantity", "value"), flop_rows, right=1)
     print(f"\nMLM training step, {tokens:,} tokens/step (speed-up: their time / ours):\n")
-    for i, threads in enumerate(args.thread_counts):
-        if i:
-            print()
-        print(mlm_table(threads, args, config, data, flops))
+    print_per_thread_count(args.thread_counts, lambda threads: mlm_table(threads, args, config, data, flops))
     print("\nFine-tuning step, SST-2-shaped, 32 examples/step:\n")
-    for i, threads in enumerate(args.thread_counts):
-        if i:
-            print()
-        print(finetune_table(threads, args, ft_config, features, kind))
+    print_per_thread_count(args.thread_counts, lambda threads: finetune_table(threads, args, ft_config, features, kind))
 
 
 if __name__ == "__main__":

@@ -67,12 +67,25 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 from common import (  # noqa: E402
+    PEAK_MEMORY,
+    greedy_hand_loop,
+    hand_train_step,
     import_transformers,
-    peak_memory_mib,
+    labels_loss,
+    largest_loss_difference,
+    minilm_trainer,
+    optimizer_note,
+    ordered_batches,
+    peak_memory_child,
     peak_memory_option,
+    print_per_thread_count,
+    print_table,
+    recording,
+    rounds_note,
     run_header,
-    speed_up_cells,
-    step_peak_memory,
+    same_parameter_count,
+    seq2seq_generation_table,
+    speed_up_table,
     time_round_robin,
     timing_args,
 )
@@ -84,15 +97,7 @@ from minilm.objectives.seq2seq import pad_seq2seq_batch, seq2seq_loss, target_to
 from minilm.objectives.span_corruption import span_corruption_example  # noqa: E402
 from minilm.recipes.seq2seq import target_counts, teacher_forcing_loss  # noqa: E402
 from minilm.recipes.t5 import T5_SIZES, SpanCorruptionSettings, raw_text_length  # noqa: E402
-from minilm.train.trainer import (  # noqa: E402
-    BatchOrder,
-    LossOutput,
-    TrainConfig,
-    Trainer,
-    lr_lambda,
-    parameter_groups,
-)
-from minilm.utils import count_parameters  # noqa: E402
+from minilm.train.trainer import LossOutput  # noqa: E402
 
 VOCAB_SIZE = 8192  # the default job's tokenizer size
 PAD, EOS, UNK = 0, 1, 2  # T5's special ids; <pad> is also the decoder's start token
@@ -165,13 +170,6 @@ def check_logits(reference, model, config: T5Config) -> float:
     return diff
 
 
-def check_parameters(model, reference) -> int:
-    n_minilm, n_transformers = count_parameters(model), count_parameters(reference)
-    if n_minilm != n_transformers:
-        raise SystemExit(f"parameter counts differ: minilm {n_minilm:,}, transformers {n_transformers:,}")
-    return n_minilm
-
-
 # ------------------------------------------------------------------------------------------ data
 
 
@@ -210,10 +208,6 @@ def sources(batch: int, seed: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
 # ------------------------------------------------------------------------------------------ training steps
 
 
-def train_config(batch_size: int) -> TrainConfig:
-    return TrainConfig(batch_size=batch_size, device="cpu", progress=False, max_steps=10**9, log_every=10**9)
-
-
 def collate(examples: list[dict]) -> dict[str, torch.Tensor]:
     return pad_seq2seq_batch(examples, pad_id=PAD)
 
@@ -230,46 +224,14 @@ def minilm_step(model: T5, data: list[dict], batch_size: int, loss_fn=teacher_fo
     """A Trainer as the CLI builds it for the span_corruption objective (counts=target_counts, perplexity=True); its
     train_step, returning the step's loss. (The CLI corrupts afresh at batch time, DynamicSpanCorruption; here the
     data is corrupted once so that both libraries read the same batches.)"""
-    trainer = Trainer(
-        model,
-        loss_fn,
-        data,
-        config=train_config(batch_size),
-        collate=collate,
-        counts=target_counts,
-        perplexity=True,
-    )
+    trainer = minilm_trainer(model, loss_fn, data, batch_size, collate=collate, counts=target_counts, perplexity=True)
     return lambda: trainer.train_step()[0]
 
 
 def transformers_step(model, data: list[dict], batch_size: int):
     """The Trainer's step for the transformers model: the same batches (same order and collate), AdamW groups and
     settings, clipping and schedule; the loss from ``labels=``."""
-    config = train_config(batch_size)
-    optimizer = torch.optim.AdamW(
-        parameter_groups(model, config.weight_decay),
-        lr=config.lr,
-        betas=(config.beta1, config.beta2),
-        eps=config.eps,
-        fused=True,
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
-    order, step = BatchOrder(len(data), batch_size, config.seed), 0
-
-    def train_step() -> float:
-        nonlocal step
-        batch = collate([data[i] for i in order.indices(step)])
-        step += 1
-        model.train()
-        loss = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.item()
-
-    return train_step
+    return hand_train_step(model, labels_loss(model), ordered_batches(data, batch_size, collate), batch_size)
 
 
 def variant_steps(configs: dict[str, T5Config], data: list[dict], batch_size: int) -> dict:
@@ -290,52 +252,25 @@ def variant_steps(configs: dict[str, T5Config], data: list[dict], batch_size: in
     return steps
 
 
-def recorded(step, losses: list[float]):
-    """``step`` that also appends each loss to ``losses``."""
-
-    def run() -> float:
-        losses.append(step())
-        return losses[-1]
-
-    return run
-
-
 def training_table(threads: int, args, configs: dict[str, T5Config], data: list[dict], tokens) -> str:
-    torch.set_num_threads(threads)
-    steps = variant_steps(configs, data, args.batch_size)
-    losses = {name: [] for name in steps}
-    variants = {name: recorded(build(), losses[name]) for name, build in steps.items()}
+    variants, losses = recording(variant_steps(configs, data, args.batch_size))
     median, first = time_round_robin(variants, args.rounds, warmup=args.warmup)
     for ours, theirs in PAIRS.items():  # 1e-5, relative beyond a loss of 10 (v1.1's untied N(0, 1) head starts at ~60)
         if ours in first and abs(first[ours] - first[theirs]) > 1e-6 * max(10.0, abs(first[theirs])):
             raise SystemExit(f"first-step losses differ: {first} (same weights and batch: they should agree)")
-    n_steps = min(map(len, losses.values()))
-    drift = max(
-        abs(losses[ours][i] - losses[theirs][i])
-        for ours, theirs in PAIRS.items()
-        if ours in losses
-        for i in range(n_steps)
-    )
+    drift, n_steps = largest_loss_difference(losses, PAIRS)
     target, source = tokens
     firsts = ", ".join(f"{first[name]:.5f}" for name in (MINILM, PRIMARY, PLAIN))
     if MINILM_V11 in first:
         firsts += f"; v1.1 (minilm, transformers): {first[MINILM_V11]:.5f}, {first[HF_V11]:.5f}"
     rows = [
-        f"**{threads} thread{'s' if threads > 1 else ''}**, median of {args.rounds} steps of each, round-robin; "
-        f"first-step loss, same weights and batch (minilm, transformers, minilm unfused): {firsts}; largest loss "
-        f"difference from the paired transformers model over the {n_steps} steps each ran: {drift:.1e}\n",
-        "| variant | ms/step | target tokens/s | source tokens/s | minilm speed-up | CPU ms/step | speed-up by CPU "
-        "time | step peak memory (MiB) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        f"{rounds_note(threads, args.rounds)}; first-step loss, same weights and batch (minilm, transformers, minilm "
+        f"unfused): {firsts}; largest loss difference from the paired transformers model over the {n_steps} steps "
+        f"each ran: {drift:.1e}\n",
     ]
-    for name, (seconds, cpu_seconds) in median.items():
-        ours = MINILM_V11 if name in (MINILM_V11, HF_V11) else MINILM
-        speed_up, cpu_speed_up = speed_up_cells(name, ours, seconds, cpu_seconds, *median[ours])
-        rows.append(
-            f"| {name} | {1000 * seconds:.0f} | {target / seconds:,.0f} | {source / seconds:,.0f} | {speed_up} | "
-            f"{1000 * cpu_seconds:.0f} | {cpu_speed_up} | {peak_memory_mib(name):.0f} |"
-        )
-    return "\n".join(rows)
+    per_step = {"target tokens": target, "source tokens": source}
+    v11 = {MINILM_V11: MINILM_V11, HF_V11: MINILM_V11}  # the v1.1 transformers row against the v1.1 minilm row
+    return "\n".join(rows + speed_up_table(median, MINILM, per_step, PEAK_MEMORY, primary_of=v11))
 
 
 # ------------------------------------------------------------------------------------------ generation
@@ -358,62 +293,22 @@ def hf_generate(model, ids, mask, beams: int) -> torch.Tensor:
     )
 
 
-@torch.no_grad()
-def hf_hand_loop(model, ids, mask, beams: int) -> torch.Tensor:
-    """Greedy decoding calling the transformers model directly: the encoder once, then the decoder one position at
-    a time with its past_key_values, </s> banned (what generate() wraps)."""
-    if beams != 1:
-        raise ValueError("the hand loop is greedy")
-    encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
-    new = torch.full((ids.size(0), 1), model.config.decoder_start_token_id, dtype=torch.long)
-    out, past = new, None
-    for _ in range(NEW_TOKENS):
-        result = model(
-            encoder_outputs=encoder_outputs,
-            attention_mask=mask,
-            decoder_input_ids=new,
-            past_key_values=past,
-            use_cache=True,
-        )
-        past = result.past_key_values
-        logits = result.logits[:, -1]
-        logits[:, EOS] = -float("inf")  # min_new_tokens = NEW_TOKENS
-        new = logits.argmax(-1, keepdim=True)  # (B, 1)
-        out = torch.cat([out, new], dim=1)
-    return out
+def generation_variants(reference, model: T5, ids, mask, beams: int) -> dict:
+    """minilm's generate and transformers' (and for greedy search, the transformers model in a hand loop)."""
+    variants = {
+        MINILM_GEN: partial(minilm_generate, model, ids, mask, beams),
+        HF_GEN: partial(hf_generate, reference, ids, mask, beams),
+    }
+    if beams == 1:
+        variants[HF_LOOP] = partial(greedy_hand_loop, reference, ids, mask, NEW_TOKENS, EOS)
+    return variants
 
 
 def generation_table(threads: int, reference, model: T5, args) -> str:
-    torch.set_num_threads(threads)
-    rows = [
-        f"**{threads} thread{'s' if threads > 1 else ''}**: {NEW_TOKENS} new tokens (</s> banned); median of "
-        f"{args.gen_rounds} runs each, round-robin (speed-up: their time / minilm's)\n",
-        "| batch | search | variant | ms/run | new tokens/s | minilm speed-up | CPU ms/run | speed-up by CPU time |",
-        "|---:|---|---|---:|---:|---:|---:|---:|",
-    ]
-    for batch in (1, 4):
-        ids, mask = sources(batch)
-        for beams in (1, BEAMS):
-            variants = {
-                MINILM_GEN: partial(minilm_generate, model, ids, mask, beams),
-                HF_GEN: partial(hf_generate, reference, ids, mask, beams),
-            }
-            if beams == 1:
-                variants[HF_LOOP] = partial(hf_hand_loop, reference, ids, mask, beams)
-            median, outputs = time_round_robin(variants, args.gen_rounds, warmup=1)
-            for name, output in outputs.items():
-                if output.shape != (batch, 1 + NEW_TOKENS) or not torch.equal(output, outputs[MINILM_GEN]):
-                    raise SystemExit(f"{name!r} generated other tokens than minilm (batch {batch}, {beams} beams)")
-            ours, ours_cpu = median[MINILM_GEN]
-            label = f"{batch}" if batch == 1 else f"{batch} (sources {'/'.join(map(str, SOURCE_LENGTHS))})"
-            search = "greedy" if beams == 1 else f"beam search, {beams} beams"
-            for name, (seconds, cpu_seconds) in median.items():
-                speed_up, cpu_speed_up = speed_up_cells(name, MINILM_GEN, seconds, cpu_seconds, ours, ours_cpu)
-                rows.append(
-                    f"| {label} | {search} | {name} | {1000 * seconds:.0f} | {batch * NEW_TOKENS / seconds:,.0f} | "
-                    f"{speed_up} | {1000 * cpu_seconds:.0f} | {cpu_speed_up} |"
-                )
-    return "\n".join(rows)
+    variants = partial(generation_variants, reference, model)
+    return seq2seq_generation_table(
+        threads, args.gen_rounds, sources, variants, MINILM_GEN, NEW_TOKENS, SOURCE_LENGTHS, BEAMS
+    )
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -437,19 +332,18 @@ def main() -> None:
         configs["v1.1"] = minilm_config(args.size, args.seq_len, v1_1=True)
     data = training_examples(args.batch_size, args.seq_len)
     if args.peak_memory_of:  # a child process measuring one variant's memory
-        torch.set_num_threads(1)
-        return step_peak_memory(variant_steps(configs, data, args.batch_size)[args.peak_memory_of]())
+        return peak_memory_child(variant_steps(configs, data, args.batch_size), args.peak_memory_of)
     config = configs["v1.0"]
     reference = transformers_model(config).eval()
     with tempfile.TemporaryDirectory() as directory:  # generation's minilm model: through from_pretrained
         reference.save_pretrained(directory)
         model = T5.from_pretrained(directory).eval()
-    n_params = check_parameters(model, reference)
+    n_params = same_parameter_count(model, reference)
     diff = check_logits(reference, model, config)
     if args.v1_1:
         reference_v11 = transformers_model(configs["v1.1"])
         model_v11 = minilm_model(configs["v1.1"], reference_v11)
-        n_params_v11 = check_parameters(model_v11, reference_v11)
+        n_params_v11 = same_parameter_count(model_v11, reference_v11)
         diff_v11 = check_logits(reference_v11, model_v11, configs["v1.1"])
         del reference_v11, model_v11
     batches = [collate(data[i * args.batch_size : (i + 1) * args.batch_size]) for i in range(N_BATCHES)]
@@ -459,13 +353,8 @@ def main() -> None:
     target_padded = sum(b["labels"].numel() for b in batches) / N_BATCHES
 
     print(run_header(f"transformers {transformers.__version__}"))
-    c, t = config, train_config(args.batch_size)
-    print(
-        f"\nConfig (both models: fp32, the same initial weights, AdamW lr {t.lr:g}, betas ({t.beta1}, {t.beta2}), "
-        f"weight decay {t.weight_decay} on matrices, fused, grad clip {t.grad_clip}, {t.schedule} schedule with "
-        f"{t.warmup_steps} warm-up steps):\n"
-    )
-    print("| setting | value |\n|---|---|")
+    c = config
+    print(f"\nConfig (both models: fp32, the same initial weights, {optimizer_note()}):\n")
     v11_rows = []
     if args.v1_1:
         v11_rows = [
@@ -475,7 +364,7 @@ def main() -> None:
             ),
             ("v1.1 logits, same weights", f"max abs diff {diff_v11:.1e}"),
         ]
-    for label, value in [
+    settings = [
         ("size", f"{args.size} (minilm.recipes.t5.T5_SIZES)"),
         (
             "vocabulary (100 sentinels) / relative position buckets, max distance",
@@ -503,24 +392,19 @@ def main() -> None:
             f"{MIN_SOURCE}-{args.seq_len} each), {source_padded:,.0f} padded; targets {target_scored:,.0f} scored "
             f"tokens/step (mean), {target_padded:,.0f} padded",
         ),
-    ]:
-        print(f"| {label} | {value} |")
+    ]
+    print_table(("setting", "value"), settings)
     print(
         f"\nSpan-corruption training step, {target_scored:,.0f} target and {source_tokens:,.0f} source tokens/step "
         "(speed-up: their time / ours; the v1.1 transformers row against the v1.1 minilm row):\n"
     )
-    for i, threads in enumerate(args.thread_counts):
-        if i:
-            print()
-        print(training_table(threads, args, configs, data, (target_scored, source_tokens)))
+    tokens = (target_scored, source_tokens)
+    print_per_thread_count(args.thread_counts, lambda threads: training_table(threads, args, configs, data, tokens))
     print(
         f"\nKV-cache generation, minilm vs transformers, v1.0 ({NEW_TOKENS} new tokens per row; each case's variants "
         "generated identical tokens):\n"
     )
-    for i, threads in enumerate(args.thread_counts):
-        if i:
-            print()
-        print(generation_table(threads, reference, model, args))
+    print_per_thread_count(args.thread_counts, lambda threads: generation_table(threads, reference, model, args))
 
 
 if __name__ == "__main__":

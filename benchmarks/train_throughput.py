@@ -34,15 +34,22 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from common import (  # noqa: E402
-    PEAK_N,
+    PEAK_MEMORY,
+    hand_train_step,
     import_transformers,
-    matmul_step,
-    peak_memory_mib,
+    matmul_peak_note,
+    mfu_columns,
+    minilm_trainer,
+    optimizer_note,
+    peak_memory_child,
     peak_memory_option,
+    print_per_thread_count,
+    print_table,
+    rounds_note,
     run_header,
-    speed_up_cells,
-    step_peak_memory,
-    time_round_robin,
+    same_parameter_count,
+    speed_up_table,
+    time_with_matmul_peak,
     timing_args,
 )
 
@@ -51,7 +58,7 @@ from minilm.models.hf.gpt2 import config_to_hf  # noqa: E402
 from minilm.objectives.causal_lm import causal_lm_loss  # noqa: E402
 from minilm.recipes.gpt import GPT_SIZES, clm_loss  # noqa: E402
 from minilm.recipes.language_model import predicted_tokens  # noqa: E402
-from minilm.train.trainer import LossOutput, TrainConfig, Trainer, lr_lambda, parameter_groups  # noqa: E402
+from minilm.train.trainer import LossOutput  # noqa: E402
 from minilm.utils import count_parameters  # noqa: E402
 
 VOCAB_SIZE = 8192  # the default job's tokenizer size
@@ -84,10 +91,7 @@ def transformers_model(config: GPTConfig, activation: str, attention: str | None
 
 def minilm_step(config: GPTConfig, data: torch.Tensor, batch_size: int, loss=clm_loss):
     """A Trainer as the CLI builds it (fused AdamW on CPU, clipping 1.0, warm-up + cosine LambdaLR); its train_step."""
-    train_config = TrainConfig(
-        batch_size=batch_size, device="cpu", progress=False, max_steps=10**9, log_every=10**9, run_dir=""
-    )
-    return Trainer(GPT(config), loss, data, config=train_config).train_step
+    return minilm_trainer(GPT(config), loss, data, batch_size).train_step
 
 
 def logits_clm_loss(model, block) -> LossOutput:
@@ -96,35 +100,18 @@ def logits_clm_loss(model, block) -> LossOutput:
 
 
 def transformers_step(model, data: torch.Tensor, batch_size: int, fused: bool | None):
-    """The same step for a transformers model: same loss, clipping, AdamW groups and settings, same schedule."""
-    train_config = TrainConfig(batch_size=batch_size, max_steps=10**9)
-    optimizer = torch.optim.AdamW(
-        parameter_groups(model, train_config.weight_decay),
-        lr=train_config.lr,
-        betas=(train_config.beta1, train_config.beta2),
-        fused=fused,
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(train_config))
-    n_batches, step = len(data) // batch_size, 0
+    """The same step for a transformers model: same loss, clipping, AdamW groups and settings, same schedule; the
+    blocks in order."""
+    n_batches = len(data) // batch_size
 
-    def train_step() -> float:
-        nonlocal step
-        block = data[(step % n_batches) * batch_size : (step % n_batches + 1) * batch_size]
-        step += 1
-        model.train()
+    def loss_of(block):
         logits = model(input_ids=block[:, :-1]).logits  # (B, T, V)
-        loss = F.cross_entropy(logits.flatten(0, 1), block[:, 1:].flatten())
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), train_config.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.item()
+        return F.cross_entropy(logits.flatten(0, 1), block[:, 1:].flatten())
 
-    return train_step
+    def blocks(step: int) -> torch.Tensor:
+        return data[(step % n_batches) * batch_size : (step % n_batches + 1) * batch_size]
 
-
-# ------------------------------------------------------------------------------------------ timing
+    return hand_train_step(model, loss_of, blocks, batch_size, fused=fused)
 
 
 # ------------------------------------------------------------------------------------------ FLOPs
@@ -178,29 +165,12 @@ def variant_steps(config: GPTConfig, data: torch.Tensor, batch_size: int) -> dic
 
 
 def throughput_table(threads: int, args, config: GPTConfig, flops: float) -> str:
-    torch.set_num_threads(threads)
     tokens = args.batch_size * args.seq_len
     steps = variant_steps(config, training_data(args), args.batch_size)
-    variants = {name: build() for name, build in steps.items()} | {"matmul peak": matmul_step()}
-    median, _ = time_round_robin(variants, args.rounds, warmup=args.warmup)
-    peak = 2 * PEAK_N**3 / median.pop("matmul peak")[0]
-    ours, ours_cpu = median[MINILM]
-    rows = [
-        f"**{threads} thread{'s' if threads > 1 else ''}**, median of {args.rounds} steps of each, round-robin; "
-        f"matmul peak ({PEAK_N}^3 fp32, median): {peak / 1e9:.0f} GFLOP/s\n",
-        "| variant | ms/step | tokens/s | minilm speed-up | CPU ms/step | speed-up by CPU time | model GFLOP/s | MFU "
-        "| step peak memory (MiB) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, (seconds, cpu_seconds) in median.items():
-        tokens_per_s = tokens / seconds
-        achieved = flops * tokens_per_s
-        speed_up, cpu_speed_up = speed_up_cells(name, MINILM, seconds, cpu_seconds, ours, ours_cpu)
-        rows.append(
-            f"| {name} | {1000 * seconds:.0f} | {tokens_per_s:,.0f} | {speed_up} | {1000 * cpu_seconds:.0f} | "
-            f"{cpu_speed_up} | {achieved / 1e9:.0f} | {achieved / peak:.0%} | {peak_memory_mib(name):.0f} |"
-        )
-    return "\n".join(rows)
+    median, _, peak = time_with_matmul_peak({name: build() for name, build in steps.items()}, args.rounds, args.warmup)
+    rows = [f"{rounds_note(threads, args.rounds)}; {matmul_peak_note(peak)}\n"]
+    extra = mfu_columns(flops * tokens, peak) | PEAK_MEMORY
+    return "\n".join(rows + speed_up_table(median, MINILM, {"tokens": tokens}, extra))
 
 
 def main() -> None:
@@ -212,26 +182,17 @@ def main() -> None:
     transformers = import_transformers()
     config = minilm_config(args.seq_len)
     if args.peak_memory_of:  # a child process measuring one variant's memory
-        torch.set_num_threads(1)
-        return step_peak_memory(variant_steps(config, training_data(args), args.batch_size)[args.peak_memory_of]())
+        return peak_memory_child(variant_steps(config, training_data(args), args.batch_size), args.peak_memory_of)
     minilm_model = GPT(config)
     reference = transformers_model(config, "gelu_new")
     default_attention = transformers_model(config, "gelu_new", attention=None).config._attn_implementation
-    n_minilm, n_transformers = count_parameters(minilm_model), count_parameters(reference)
-    if n_minilm != n_transformers:
-        raise SystemExit(f"parameter counts differ: minilm {n_minilm:,}, transformers {n_transformers:,}")
+    n_minilm = same_parameter_count(minilm_model, reference)
     flops, flop_rows = flops_per_token(minilm_model, args.seq_len)
 
     print(run_header(f"transformers {transformers.__version__}"))
     c = config
-    t = TrainConfig()
-    print(
-        f"\nConfig (both models: fp32, weight tying, AdamW lr {t.lr:g}, betas ({t.beta1}, {t.beta2}), weight decay "
-        f"{t.weight_decay} on matrices, grad clip {t.grad_clip}, {t.schedule} schedule with {t.warmup_steps} warm-up "
-        "steps):\n"
-    )
-    print("| setting | minilm GPTConfig | transformers GPT2Config |\n|---|---|---|")
-    for label, ours, theirs in [
+    print(f"\nConfig (both models: fp32, weight tying, {optimizer_note(fused=False)}):\n")
+    settings = [
         ("vocabulary", f"vocab_size={c.vocab_size}", f"vocab_size={c.vocab_size}"),
         ("positions", f"max_len={c.max_len}", f"n_positions={c.max_len}"),
         (
@@ -247,21 +208,16 @@ def main() -> None:
             f"{reference.config._attn_implementation} (transformers' default here: {default_attention})",
         ),
         ("dropout", f"{c.dropout}", "resid/embd/attn_pdrop=0.0"),
-        ("parameters", f"{n_minilm:,}", f"{n_transformers:,}"),
+        ("parameters", f"{n_minilm:,}", f"{n_minilm:,}"),
         ("batch x sequence", f"{args.batch_size} x {args.seq_len}", f"{args.batch_size} x {args.seq_len}"),
-    ]:
-        print(f"| {label} | {ours} | {theirs} |")
+    ]
+    print_table(("setting", "minilm GPTConfig", "transformers GPT2Config"), settings)
     print("\nModel FLOPs (PaLM convention; the causal mask's skipped half of attention is counted anyway):\n")
-    print("| quantity | value |\n|---|---:|")
-    for label, value in flop_rows:
-        print(f"| {label} | {value} |")
+    print_table(("quantity", "value"), flop_rows, right=1)
     print(
         f"\nTraining step throughput, {args.batch_size * args.seq_len:,} tokens/step (speed-up: their time / ours):\n"
     )
-    for i, threads in enumerate(args.thread_counts):
-        if i:
-            print()
-        print(throughput_table(threads, args, config, flops))
+    print_per_thread_count(args.thread_counts, lambda threads: throughput_table(threads, args, config, flops))
 
 
 if __name__ == "__main__":
