@@ -74,6 +74,7 @@ from minilm.objectives.sop import IN_ORDER
 from minilm.tokenizers import train_tokenizer
 from minilm.train.pretrain import split_documents
 from minilm.utils import count_parameters, reproducible
+from minilm.widgets import albert_parameters_explorer, plot_albert_parameters
 
 reproducible(seed=0, threads=1)
 
@@ -242,6 +243,28 @@ with torch.no_grad():
         h = block(h)  # the same weights at every layer
     same = torch.allclose(h, tiny_albert.features(ids, token_type_ids=segments).last_hidden_state, atol=1e-5)
 print("one block applied 6 times equals Albert.features:", same)
+
+# %% [markdown]
+# Both reductions at once, for sizes of your choosing: the vocabulary $V$, the width $H$, the embedding size $E$, the
+# number of layers and what is shared (`minilm.widgets.albert_parameters_explorer`: its counts are those of
+# minilm's `Albert`, part by part). The figure below it draws albert-base for a reader without a kernel, beside the
+# same model with nothing shared.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+albert_parameters_explorer()
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(12, 3), sharex=True)
+shared = plot_albert_parameters(axes[0], share="all")
+unshared = plot_albert_parameters(axes[1], share="none")
+plt.tight_layout()
+plt.show()
+with torch.device("meta"):  # the encoder the explorer counts: no MLM head, SOP head or pooler
+    base = Albert(albert_config("albert-base", mlm=False, sop=False, pooler=False))
+print(f"albert-base's embedding and encoder: {shared.total:,} parameters shared, {unshared.total:,} with nothing "
+      f"shared ({unshared.total / shared.total:.1f}x)")  # fmt: skip
+assert shared.total == count_parameters(base)  # the explorer counts the real model
 
 # %% [markdown]
 # ## 3. Live: what sharing does to the layers (Figure 1)

@@ -84,6 +84,7 @@ from minilm.tokenizers import Tokenizer
 from minilm.train.pretrain import PretrainConfig, load_documents, split_documents
 from minilm.train.trainer import LossOutput, TrainConfig, Trainer
 from minilm.utils import count_parameters, reproducible
+from minilm.widgets import noising_explorer, plot_noising
 
 reproducible(0, threads=1)
 
@@ -252,6 +253,26 @@ _ = ax.legend()
 plt.show()
 print(f"fraction of tokens covered: {covered / n_tokens:.3f}; mean span length {lengths.float().mean():.2f}")
 assert abs(covered / n_tokens - 0.3) < 0.005 and abs(lengths.float().mean() - 3.0) < 0.1
+
+# %% [markdown]
+# Each noise, one after another, on a paragraph of your choosing: pick the noises, the mask ratio, λ and the seed
+# (`minilm.widgets.noising_explorer` runs the same `add_noise` on the paragraph's words). The target is always the
+# whole original. The figure below it draws BART's own pair for a reader without a kernel: sentence permutation, then
+# text infilling, the order in which `add_noise` (like fairseq) applies them.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+paragraph = ("It was the best of times, it was the worst of times. It was the age of wisdom, it was the age of "
+             "foolishness. It was the epoch of belief, it was the epoch of incredulity.")  # fmt: skip
+noising_explorer(paragraph)
+
+# %%
+fig, ax = plt.subplots(figsize=(12, 4))
+view = plot_noising(ax, paragraph, ("infilling", "permutation"), mask_ratio=0.3, poisson_lambda=3.0, seed=0)
+plt.show()
+print("noises in turn:", ", ".join(name for name, _ in view.steps), "| input tokens", len(view.noised), "| target "
+      "tokens", len(view.target), "| masks", view.noised.count("<mask>"))  # fmt: skip
+assert view.target == view.original and view.noised != view.original and "<mask>" in view.noised
 
 # %% [markdown]
 # ## 3. Teacher forcing and the reconstruction loss

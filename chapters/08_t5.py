@@ -84,6 +84,7 @@ from minilm.tokenizers import train_tokenizer
 from minilm.train.pretrain import PretrainConfig, load_documents, split_documents
 from minilm.train.trainer import TrainConfig, Trainer
 from minilm.utils import count_parameters, reproducible
+from minilm.widgets import plot_span_corruption, span_corruption_explorer
 
 reproducible(0, threads=1)
 
@@ -263,6 +264,26 @@ for length in (64, 128, 512):
     raw, target_length = random_spans_helper(length)
     print(f"inputs of {length:3d} tokens <- {raw:3d} raw tokens; targets of {target_length:3d} tokens")
 assert random_spans_helper(512) == (568, 114)  # T5's pretraining: 568 raw tokens -> 512 inputs, 114 targets
+
+# %% [markdown]
+# The same corruption on a paragraph's words, for settings of your choosing: the noise density, the mean span length
+# and the seed (`minilm.widgets.span_corruption_explorer` runs the same `random_spans_noise_mask` and
+# `span_corruption`, and prints what `random_spans_helper` gives for 512-token inputs at those settings). Each span
+# and its sentinel share a colour. The figure below it draws T5's settings for a reader without a kernel.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+span_corruption_explorer(passage)
+
+# %%
+fig, ax = plt.subplots(figsize=(12, 4))
+view = plot_span_corruption(ax, passage, noise_density=0.15, mean_noise_span_length=3.0, seed=0)
+plt.show()
+print(f"{len(view.original)} words: {view.n_noise} corrupted in {view.n_spans} spans; input {len(view.inputs)} "
+      f"tokens, target {len(view.targets)}; for 512-token inputs: {view.tokens_length} raw tokens, "
+      f"{view.targets_length}-token targets")  # fmt: skip
+assert (view.tokens_length, view.targets_length) == random_spans_helper(512)
+assert len(view.targets) == view.n_noise + view.n_spans + 1  # the spans, a sentinel before each, </s>
 
 # %% [markdown]
 # §3.3 compares objectives on the same text (Table 3): **BERT-style** (corrupt 15%, 90% become a mask and 10% a
