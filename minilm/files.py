@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -127,3 +128,15 @@ def _rename_folder(tmp: Path, path: Path) -> None:
         os.rename(replaced, path)
         raise
     shutil.rmtree(replaced, ignore_errors=True)
+
+
+_SCRATCH_FOLDERS: list[tempfile.TemporaryDirectory] = []  # alive until the process exits, then deleted
+
+
+def scratch_folder(prefix: str = "minilm-") -> Path:
+    """A new temporary folder, deleted with everything in it when the Python process exits (in a notebook: when its
+    kernel stops or restarts). A chapter's runs and checkpoints go there, so it leaves no files behind and has no
+    clean-up cell that would break its earlier cells when they run again."""
+    folder = tempfile.TemporaryDirectory(prefix=prefix)  # its finalizer deletes the folder at exit
+    _SCRATCH_FOLDERS.append(folder)
+    return Path(folder.name)

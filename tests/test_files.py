@@ -4,6 +4,8 @@ import errno
 import hashlib
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,17 @@ def test_a_failed_folder_leaves_the_old_one(tmp_path, monkeypatch):
             write_durably(tmp / "a.bin", b"new")
     monkeypatch.undo()
     assert tree(tmp_path) == {"step_1": None, "step_1/a.bin": b"old"}
+
+
+def test_a_scratch_folder_lives_until_the_process_exits_and_is_then_deleted(tmp_path):
+    script = (
+        "from minilm.files import scratch_folder\n"
+        "a, b = scratch_folder('t-'), scratch_folder('t-')\n"
+        "(a / 'sub').mkdir(); (a / 'sub' / 'w.bin').write_bytes(b'x' * 10); (b / 'c.txt').write_text('c')\n"
+        "import gc; gc.collect()\n"
+        "assert (a / 'sub' / 'w.bin').is_file() and a != b and a.name.startswith('t-')\n"
+        "print(a); print(b)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    folders = [Path(line) for line in done.stdout.split()]
+    assert len(folders) == 2 and not any(folder.exists() for folder in folders)
