@@ -65,3 +65,14 @@ def test_re_executing_keeps_the_ids_of_unchanged_cells(tmp_path):
     notebooks.keep_cell_ids(new, ipynb)
     assert [c.id for c in new.cells[:2]] == [c.id for c in old.cells[:2]]  # twins keep their ids, in order
     assert new.cells[2].id != old.cells[2].id  # an edited cell is a new cell
+
+
+def test_an_edit_made_while_it_runs_is_kept_and_nothing_is_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(notebooks, "REPO", tmp_path)
+    py = tmp_path / "busy.py"
+    # the running notebook stands in for an author saving the .py mid-run (the kernel runs in the .py's folder)
+    cell = 'from pathlib import Path\n\nme = Path("busy.py")\n_ = me.write_text(me.read_text() + "1\\n")\n'
+    py.write_text("# %%\n" + cell)
+    with pytest.raises(SystemExit, match="changed while it ran"):
+        notebooks.execute(py)
+    assert py.read_text().endswith("1\n") and not py.with_suffix(".ipynb").exists()

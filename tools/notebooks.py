@@ -77,12 +77,15 @@ def execute(py: Path, timeout: int = 600) -> float:
     import jupytext
     from nbclient import NotebookClient
 
-    nb = jupytext.read(py)
+    source = py.read_text()
+    nb = jupytext.reads(source, fmt="py:percent")
     keep_cell_ids(nb, py.with_suffix(".ipynb"))
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     start = time.perf_counter()
     resources = {"metadata": {"path": str(py.parent)}}
     NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False, resources=resources).execute()
+    if py.read_text() != source:  # edited while it ran: writing would undo the edit and pair stale outputs with it
+        raise SystemExit(f"{py.name} changed while it ran; nothing written: execute it again")
     jupytext.write(nb, py.with_suffix(".ipynb"))
     jupytext.write(nb, py, fmt="py:percent")  # normalise the header so both files carry the same metadata
     return time.perf_counter() - start
