@@ -233,15 +233,23 @@ def ordered_batches(data: list, batch_size: int, collate: Callable) -> Callable[
 
 
 def hand_train_step(
-    model, loss_of: Callable, batches: Callable[[int], dict], batch_size: int, fused: bool | None = True
+    model,
+    loss_of: Callable,
+    batches: Callable[[int], dict],
+    batch_size: int,
+    fused: bool | None = True,
+    config: TrainConfig | None = None,
+    autocast: torch.dtype | None = None,
 ):
     """The Trainer's step written out for a model outside it (transformers'), so that a ratio is about the model,
     not the loop: AdamW over ``parameter_groups`` with train_config's lr, betas, eps and weight decay (``fused``: True,
     as the Trainer runs it on CPU; None: torch's default), LambdaLR(lr_lambda), and each step ``batches(step)``,
     ``model.train()``, ``loss_of(batch)``, backward, clipping at grad_clip, the optimizer and scheduler steps,
     zero_grad. ``loss_of`` returns the loss, or (loss, *more); the step returns ``loss.item()``, or (loss.item(),
-    *more) with the tensors among ``more`` as numbers."""
-    config = train_config(batch_size)
+    *more) with the tensors among ``more`` as numbers. ``config``: another TrainConfig than train_config's (a GPU's);
+    ``autocast``: the forward under torch.autocast in that dtype on the config's device."""
+    config = config or train_config(batch_size)
+    device_type = torch.device(config.device).type
     optimizer = torch.optim.AdamW(
         parameter_groups(model, config.weight_decay),
         lr=config.lr,
@@ -257,7 +265,8 @@ def hand_train_step(
         batch = batches(step)
         step += 1
         model.train()
-        out = loss_of(batch)
+        with torch.autocast(device_type, dtype=autocast, enabled=autocast is not None):
+            out = loss_of(batch)
         loss, more = (out[0], out[1:]) if isinstance(out, tuple) else (out, None)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
@@ -339,6 +348,23 @@ def greedy_hand_loop(model, ids, mask, new_tokens: int, eos: int) -> torch.Tenso
         new = logits.argmax(-1, keepdim=True)  # (B, 1)
         out = torch.cat([out, new], dim=1)
     return out
+
+
+HAND_LOOP = "transformers model, hand loop over its KV cache"
+
+
+def seq2seq_variants(generators: dict[str, Callable], reference, eos: int, new_tokens: int) -> Callable:
+    """``variants(ids, mask, beams)`` for ``seq2seq_generation_table``: each of ``generators`` ({name:
+    generate(ids, mask, beams)}, minilm's and transformers'), and for greedy search the transformers ``reference``
+    called directly in ``greedy_hand_loop``."""
+
+    def variants(ids: torch.Tensor, mask: torch.Tensor, beams: int) -> dict:
+        calls = {name: functools.partial(generate, ids, mask, beams) for name, generate in generators.items()}
+        if beams == 1:
+            calls[HAND_LOOP] = functools.partial(greedy_hand_loop, reference, ids, mask, new_tokens, eos)
+        return calls
+
+    return variants
 
 
 def seq2seq_generation_table(

@@ -48,7 +48,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch (see benchma
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from common import import_transformers, run_header  # noqa: E402
+from common import hand_train_step, import_transformers, run_header  # noqa: E402
 from mlm import mlm_flops  # noqa: E402
 from train_throughput import flops_per_token  # noqa: E402
 
@@ -59,7 +59,7 @@ from minilm.models.hf.gpt2 import config_to_hf as gpt_to_hf  # noqa: E402
 from minilm.objectives.mlm import MaskingConfig  # noqa: E402
 from minilm.recipes.bert import bert_mlm_loss  # noqa: E402
 from minilm.recipes.gpt import clm_loss  # noqa: E402
-from minilm.train.trainer import TrainConfig, Trainer, lr_lambda, parameter_groups  # noqa: E402
+from minilm.train.trainer import TrainConfig, Trainer  # noqa: E402
 from minilm.utils import count_parameters  # noqa: E402
 
 # Dense bf16 tensor-core peaks (TFLOP/s, without sparsity) from the vendor's data sheets; matched on the device name.
@@ -159,32 +159,19 @@ def minilm_step(model, loss_fn, data, batch_size: int, device, **fields):
 
 
 def hand_loop(model, batches: list, device: torch.device, loss_of, compile: bool):
-    """transformers' models in the Trainer's step done by hand: bf16 autocast (fp32 on a CPU without --quick's
-    bf16), the same fused AdamW groups and settings, clipping and schedule, one .item() per step as the Trainer's."""
-    config = train_config(1, device)
-    optimizer = torch.optim.AdamW(
-        parameter_groups(model, config.weight_decay), lr=config.lr, betas=(config.beta1, config.beta2),
-        eps=config.eps, fused=True,
-    )  # fmt: skip
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
+    """transformers' models in the Trainer's step done by hand (``common.hand_train_step``): bf16 autocast (fp32 on a
+    CPU without --quick's bf16), the same fused AdamW groups and settings, clipping and schedule, one .item() per
+    step as the Trainer's."""
     forward = torch.compile(model) if compile else model
-    step = 0
 
-    def train_step() -> float:
-        nonlocal step
+    def batch_at(step: int):
         batch = batches[step % len(batches)]
-        batch = {k: v.to(device) for k, v in batch.items()} if isinstance(batch, dict) else batch.to(device)
-        step += 1
-        model.train()
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            loss = loss_of(forward, batch)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.item()
+        return {k: v.to(device) for k, v in batch.items()} if isinstance(batch, dict) else batch.to(device)
 
+    train_step = hand_train_step(
+        model, lambda batch: loss_of(forward, batch), batch_at, 1, config=train_config(1, device),
+        autocast=torch.bfloat16,
+    )  # fmt: skip
     return train_step, dict
 
 

@@ -68,7 +68,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 from common import (  # noqa: E402
     PEAK_MEMORY,
-    greedy_hand_loop,
     hand_train_step,
     import_transformers,
     labels_loss,
@@ -85,6 +84,7 @@ from common import (  # noqa: E402
     run_header,
     same_parameter_count,
     seq2seq_generation_table,
+    seq2seq_variants,
     speed_up_table,
     time_round_robin,
     timing_args,
@@ -118,7 +118,6 @@ HF_V11 = "v1.1: transformers T5ForConditionalGeneration, labels="
 PAIRS = {MINILM: PRIMARY, PLAIN: PRIMARY, MINILM_V11: HF_V11}  # {variant: the transformers row it is compared with}
 MINILM_GEN = "minilm T5.generate (KV cache)"
 HF_GEN = "transformers generate, use_cache=True (primary)"
-HF_LOOP = "transformers model, hand loop over its KV cache"
 
 
 # ------------------------------------------------------------------------------------------ models
@@ -293,19 +292,9 @@ def hf_generate(model, ids, mask, beams: int) -> torch.Tensor:
     )
 
 
-def generation_variants(reference, model: T5, ids, mask, beams: int) -> dict:
-    """minilm's generate and transformers' (and for greedy search, the transformers model in a hand loop)."""
-    variants = {
-        MINILM_GEN: partial(minilm_generate, model, ids, mask, beams),
-        HF_GEN: partial(hf_generate, reference, ids, mask, beams),
-    }
-    if beams == 1:
-        variants[HF_LOOP] = partial(greedy_hand_loop, reference, ids, mask, NEW_TOKENS, EOS)
-    return variants
-
-
 def generation_table(threads: int, reference, model: T5, args) -> str:
-    variants = partial(generation_variants, reference, model)
+    generators = {MINILM_GEN: partial(minilm_generate, model), HF_GEN: partial(hf_generate, reference)}
+    variants = seq2seq_variants(generators, reference, EOS, NEW_TOKENS)
     return seq2seq_generation_table(
         threads, args.gen_rounds, sources, variants, MINILM_GEN, NEW_TOKENS, SOURCE_LENGTHS, BEAMS
     )
