@@ -246,6 +246,11 @@ plt.show()
 # its softmax predicts the next (previous) of 8,192 tokens. A word's vector is its first token's
 # (`minilm.analysis.subword_sense_vectors`). The control is the same network with freshly drawn weights
 # (`minilm.models.untrained_like`): what the architecture gives without training.
+#
+# One adapter below, `reading_tokens`: `minilm.analysis`'s helpers read any encoder through one interface,
+# `features(ids, mask, token_type_ids, output_hidden_states=True)` returning every layer's states, and a
+# `config.max_len`. The biLM's own `features` takes only the ids and the mask, so `reading_tokens` wraps it in an
+# object (a `SimpleNamespace`) that has that interface and passes the call on: nothing is computed differently.
 
 # %%
 elmo = course_checkpoint("elmo")
