@@ -875,6 +875,26 @@ print("...and runs within a factor 1.5 of BERT-base's time:", 1 / 1.5 < time_rat
 # accordingly slow. Later work went after computation instead: ELECTRA (Chapter 6) after the cost of pretraining,
 # distillation after the cost of inference.
 #
+# The whole of the paper's Table 2 (dev sets; every model pretrained on BooksCorpus and Wikipedia for 125k steps;
+# SQuAD as F1/EM, the average over the five tasks, and the training speed-up against BERT-large):
+#
+# | model | parameters | SQuAD1.1 | SQuAD2.0 | MNLI | SST-2 | RACE | average | speed-up |
+# | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+# | BERT-base | 108M | 90.4/83.2 | 80.4/77.6 | 84.5 | 92.8 | 68.2 | 82.3 | 4.7x |
+# | BERT-large | 334M | 92.2/85.5 | 85.0/82.2 | 86.6 | 93.0 | 73.9 | 85.2 | 1.0 |
+# | ALBERT-base | 12M | 89.3/82.3 | 80.0/77.1 | 81.6 | 90.3 | 64.0 | 80.1 | 5.6x |
+# | ALBERT-large | 18M | 90.6/83.9 | 82.3/79.4 | 83.5 | 91.7 | 68.5 | 82.4 | 1.7x |
+# | ALBERT-xlarge | 60M | 92.5/86.1 | 86.1/83.1 | 86.4 | 92.4 | 74.8 | 85.5 | 0.6x |
+# | ALBERT-xxlarge | 235M | 94.1/88.3 | 88.1/85.1 | 88.0 | 95.2 | 82.3 | 88.7 | 0.3x |
+#
+# Read it as two trades, not one win. At BERT's widths ALBERT is **smaller, faster and worse**: ALBERT-base and
+# -large have 9 and 19 times fewer parameters than their BERT namesakes and score 2.2 and 2.8 points lower on
+# average (faster, the paper says, from "less communication and fewer computations": the same blocks run per token,
+# but far fewer parameters are exchanged between the accelerators). Widened, ALBERT is **smaller, slower and
+# better**: ALBERT-xlarge (60M) is level with BERT-large (85.5 against 85.2) at 0.6 times its speed, and
+# ALBERT-xxlarge (235M, still fewer parameters than BERT-large) is 3.5 points better at a third of its speed. The
+# parameters ALBERT saves are spent on width, and width costs time.
+#
 # ## Summary
 #
 # - The factorized embedding turns BERT's V×H token table into V×E + E×H; with $E = 128$ it costs 4M parameters at
