@@ -115,6 +115,15 @@ reproducible(seed=0, threads=1)
 # `torch.no_grad` Gumbel-max draw (as ELECTRA's code samples); the check below shows that the discriminator's loss
 # leaves the generator's own weights without a gradient.
 #
+# **Two-stage training** is the paper's other alternative to training both networks together (§3.2): first train
+# the generator alone with $\mathcal{L}_{\text{MLM}}$ for $n$ steps; then initialise the discriminator with the
+# generator's weights (so the two must have the same size) and train it with $\mathcal{L}_{\text{Disc}}$ for $n$
+# steps, the generator frozen. Switching to the discriminative objective lifts the downstream score at once, but
+# the joint objective stays ahead for the same compute (Figure 3, right). The paper's reading: training the two
+# together gives the discriminator a curriculum, an easy task while the generator is weak and a harder one as it
+# improves, where a frozen, trained generator poses the hard task from the start. `minilm.recipes.electra` trains
+# jointly, as the paper's final models do.
+#
 # ## 2. The generator and the discriminator
 #
 # Both are BERT encoders. `Electra` is `Bert` with embeddings of size $E$, projected to the width $H$ when
