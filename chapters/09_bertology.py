@@ -472,6 +472,13 @@ class SentenceClassifier(torch.nn.Module):
         return self.classifier(self.pooled(input_ids, attention_mask))  # (B, n_classes)
 
 
+# %% [markdown]
+# The data: SST-2's sentences tokenised into batches once, 1,000 training sentences for the classifier, 96 more for
+# the importance scores, and a quarter of GLUE's dev sentences (the course's test split) to score on; `accuracy` and
+# `classifier_loss` are what every later section calls.
+
+
+# %%
 def sst2_batches(examples, batch_size=64):
     """Batches of similar lengths (sorted first): padding costs nothing, and these are the notebook's seconds."""
     examples = sorted(examples, key=lambda e: len(e.text))
@@ -503,7 +510,14 @@ train_data, importance_data = (
 test_data = sst2_batches(load_task("sst2", "test")[::4])  # GLUE's dev set
 test_labels = torch.cat([labels for *_, labels in test_data])
 majority = max(float(test_labels.float().mean()), 1 - float(test_labels.float().mean()))
+print(f"{len(sst2_train)} training sentences in {len(train_data)} + {len(importance_data)} batches; "
+      f"{len(test_labels)} test sentences in {len(test_data)} batches")  # fmt: skip
 
+# %% [markdown]
+# Training the classifier alone: the body's mean-pooled vectors of the 1,000 training sentences are computed once
+# (`features`), and the linear layer learns from them in 30 epochs of Adam, a few seconds:
+
+# %%
 task_model = SentenceClassifier(model).eval()
 with torch.no_grad():
     features = torch.cat([task_model.pooled(ids, mask) for ids, mask, _ in train_data])  # (1000, 384), once
@@ -894,8 +908,8 @@ print("ALBERT-style sharing: > 2x smaller, worse at the same width (< 90% by per
 # width it is worse (held-out perplexity 166 against 90). That is the paper's own Table 2: ALBERT-base, 9× smaller
 # than BERT-base, scores below it (80.1 against 82.3 on average; the survey's 5.6× for it is that table's training
 # throughput against BERT-large, where BERT-base has 4.7×), and only ALBERT-xxlarge, 4,096 wide and 3× slower
-# than BERT-large, beats that (88.7 against 85.2): sharing buys parameters, not computation, and pays in quality unless the width
-# it frees is spent again.
+# than BERT-large, beats that (88.7 against 85.2): sharing buys parameters, not computation, and pays in quality
+# unless the width it frees is spent again.
 
 # %% [markdown]
 # `experiments/ch09_contextuality.py` measures section 3's quantities for the course's own pretrained models, and
