@@ -193,3 +193,26 @@ def test_bad_configuration_is_one_clear_message():
 def test_sequences_longer_than_the_context_are_refused():
     with pytest.raises(ValueError, match="longer than the model's context of 32"):
         tiny_gpt()(torch.zeros(1, 33, dtype=torch.long))
+
+
+def test_out_of_memory_is_one_message_naming_the_fix_and_the_checkpoint(tmp_path):
+    def greedy(model, batch):  # runs out of memory at its 5th micro-batch, as a GPU would on a too-large batch
+        greedy.calls += 1
+        if greedy.calls == 5:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore detail")
+        return clm_loss(model, batch)
+
+    greedy.calls = 0
+    run = config(run_dir=str(tmp_path), save_every=2, eval_every=0, grad_accum=2)
+    trainer = Trainer(tiny_gpt(), greedy, blocks(), run)
+    with pytest.raises(TrainingError) as caught:
+        trainer.fit()
+    message = str(caught.value)
+    assert "out of memory on cpu at step 3, with micro-batches of 4 examples" in message
+    assert "(CUDA out of memory. Tried to allocate 2.00 GiB)" in message  # torch's first line only
+    assert "raise grad_accum to 4" in message and "step_00000002" in message and "--resume" in message
+    assert all(p.grad is None for p in trainer.model.parameters())
+    greedy.calls = 0
+    fresh = Trainer(tiny_gpt(), greedy, blocks(), config(batch_size=4, grad_accum=4, eval_every=0, max_steps=3))
+    with pytest.raises(TrainingError, match=r"micro-batches of 1 examples.*lower batch_size.*start again"):
+        fresh.fit()

@@ -512,6 +512,29 @@ class Trainer:
                 latest = ckpt.find_checkpoint(self.run_dir)
         return f"the last good checkpoint is {latest}" if latest else "no checkpoint had been saved yet"
 
+    def _out_of_memory_message(self, err: torch.OutOfMemoryError) -> str:
+        config, world = self.config, self.dist.world_size
+        micro = config.batch_size // (world * config.grad_accum)
+        more = next((n for n in range(2 * config.grad_accum, config.batch_size // world + 1)
+                     if config.batch_size % (world * n) == 0), None)  # fmt: skip
+        split = (
+            f"keep batch_size={config.batch_size} and raise grad_accum to {more} (the same steps in smaller "
+            "micro-batches: less memory, more time)"
+            if more
+            else "lower batch_size"
+        )
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        kept = self._last_checkpoint()
+        then = (
+            "--resume continues from it, and may change grad_accum"
+            if kept.startswith("the last good")
+            else "start again (in the same run_dir with overwrite=true, which moves this run's files aside)"
+        )
+        return (
+            f"out of memory on {self.device} at step {self.step + 1}, with micro-batches of {micro} examples "
+            f"({reason}). To fit, {split}, or shorten the sequences (seq_len) or the model; {kept}: {then}."
+        )
+
     def _nan_message(self, loss: float) -> str:
         kept = self._last_checkpoint()
         return (
@@ -663,6 +686,9 @@ class Trainer:
                     last_eval = self._owed_evaluation()
                 if self.run_dir is not None and (final or (config.save_every and self.step % config.save_every == 0)):
                     self.save()
+        except torch.OutOfMemoryError as err:
+            self.optimizer.zero_grad(set_to_none=True)  # the half-made step's gradients go with it
+            raise TrainingError(self._out_of_memory_message(err)) from None
         except KeyboardInterrupt as interrupt:
             raise KeyboardInterrupt(self._stop(again=isinstance(interrupt, InterruptedAgain))) from None
         finally:
