@@ -118,12 +118,25 @@ def test_parameter_counts_equal_transformers_and_the_paper(preset):
     assert abs(ours - PAPER_SIZES[preset]) / PAPER_SIZES[preset] < 0.02
 
 
+@pytest.mark.parametrize(
+    ("preset", "paper", "exact"),
+    [("t5-large", 770e6, 737_668_096), ("t5-3b", 3e9, 2_851_598_336), ("t5-11b", 11e9, 11_307_321_344)],
+)
+def test_the_largest_sizes_count_as_transformers_and_near_the_papers_names(preset, paper, exact):
+    config = t5_config(preset)
+    with torch.device("meta"):
+        ours = n_parameters(T5(config))
+        theirs = n_parameters(transformers.T5ForConditionalGeneration(hf_config(config)))
+    assert ours == theirs == exact
+    assert abs(ours - paper) / paper < 0.06  # the paper names them by round numbers (§3.7)
+
+
 def test_v1_1_small_has_its_own_lm_head():
     with torch.device("meta"):
         model = T5(t5_config("t5-v1_1-small"))
     assert model.lm_head.weight is not model.embedding.token.weight
     assert n_parameters(model) == 76_961_152  # google/t5-v1_1-small's 77M: 8+8 layers of GEGLU, untied head
-    assert set(T5_PRESETS) >= {"t5-small", "t5-base", "t5-large", "t5-v1_1-small", "t5-v1_1-base"}
+    assert set(T5_PRESETS) >= {"t5-small", "t5-base", "t5-large", "t5-3b", "t5-11b", "t5-v1_1-small", "t5-v1_1-base"}
 
 
 def test_initialisation_folds_attention_scaling_into_the_query():

@@ -117,6 +117,9 @@ T5_PRESETS = {
     "t5-small": {},  # 60,506,624 (the paper's 60M)
     "t5-base": dict(d_model=768, d_ff=3072, n_encoder_layers=12, n_decoder_layers=12, n_heads=12),  # 222,903,552
     "t5-large": dict(d_model=1024, d_ff=4096, n_encoder_layers=24, n_decoder_layers=24, n_heads=16),  # 737,668,096
+    # the paper's two largest: t5-large's depth and width, with far wider feed-forward layers and more, wider heads
+    "t5-3b": dict(d_model=1024, d_kv=128, d_ff=16384, n_encoder_layers=24, n_decoder_layers=24, n_heads=32),  # 2.85B
+    "t5-11b": dict(d_model=1024, d_kv=128, d_ff=65536, n_encoder_layers=24, n_decoder_layers=24, n_heads=128),  # 11.3B
     "t5-v1_1-small": dict(d_ff=1024, n_encoder_layers=8, n_decoder_layers=8, n_heads=6, **V1_1),  # 76,961,152
     "t5-v1_1-base": dict(d_model=768, d_ff=2048, n_encoder_layers=12, n_decoder_layers=12, n_heads=12, **V1_1),
 }
