@@ -88,8 +88,8 @@ def source_box(path: str, base: str) -> str:
         f"This page is the notebook `{stem}.ipynb` as committed, with its outputs; building the site ran nothing. "
         f'Its files in the repository: <a href="{base}/{stem}.ipynb">{stem}.ipynb</a> (the notebook, executed) and '
         f'<a href="{base}/{stem}.py">{stem}.py</a> (its percent-format source, what you read and edit; '
-        "jupytext pairs the two). To run it, set up the course as the front page says, then from the repository's "
-        "root:\n\n"
+        "jupytext pairs the two). To run it, set up the course as [the front page](../index.md) says, then from "
+        "the repository's root:\n\n"
         f"```bash\n. .venv/bin/activate && jupyter lab {stem}.ipynb\n```\n````\n\n"
     )
 
@@ -102,10 +102,10 @@ def lab_box(lab: Path) -> str:
         f"`labs/release/{name}.ipynb` and `.py`): the solutions, hidden tests and instructor cells are left out. "
         f"Download it here, {{download}}`{name}.ipynb <../_student/{name}.ipynb>` or "
         f"{{download}}`{name}.py <../_student/{name}.py>`, and open it in JupyterLab from the repository's root, "
-        "after the set-up on the front page:\n\n"
+        "after the set-up on [the front page](../index.md):\n\n"
         f"```bash\n. .venv/bin/activate && jupyter lab labs/release/{name}.ipynb\n```\n\n"
         "Each cell that says `raise NotImplementedError()` is yours to write; the test cells below it check your "
-        "answer (the instructors' guide says how labs are graded).\n````\n\n"
+        "answer ([the instructors' guide](../instructors.md) says how labs are graded).\n````\n\n"
     )
 
 
