@@ -7,6 +7,7 @@
     albert_parameters_explorer()              # ALBERT's V, H, E, layers and sharing -> its parameters; plot_albert_...
     span_corruption_explorer(text)            # T5's noise density and mean span length; plot_span_corruption
     noising_explorer(text)                    # BART's noising functions, step by step, and the target; plot_noising
+    replacement_explorer(pair, tokenizer, text)  # ELECTRA's masking rate and temperature -> P(replaced); plot_replac...
 
 Each explorer is an ``ipywidgets.VBox`` of sliders over an ``ipywidgets.Image``: it draws on a matplotlib figure of
 its own (``matplotlib.figure.Figure``, never registered with pyplot, so a notebook does not show it a second time)
@@ -28,6 +29,13 @@ from .parameters import (
     albert_parameters_explorer,
     plot_albert_parameters,
 )
+from .replacements import (
+    ReplacementExplorer,
+    ReplacementView,
+    plot_replacements,
+    replacement_explorer,
+    replacement_view,
+)
 from .spans import (
     SpanCorruptionExplorer,
     SpanCorruptionView,
@@ -48,6 +56,8 @@ __all__ = [
     "NoisingExplorer",
     "NoisingView",
     "ScalarMixExplorer",
+    "ReplacementExplorer",
+    "ReplacementView",
     "SpanCorruptionExplorer",
     "SpanCorruptionView",
     "albert_parameters",
@@ -67,8 +77,11 @@ __all__ = [
     "plot_decoding",
     "plot_masking",
     "plot_noising",
+    "plot_replacements",
     "plot_scalar_mix",
     "plot_span_corruption",
+    "replacement_explorer",
+    "replacement_view",
     "scalar_mix_explorer",
     "scalar_mix_view",
     "span_corruption_explorer",
