@@ -25,6 +25,13 @@
 # target text" (§2.4). A classifier writes its label's word, a regression writes a number, a QA model writes its
 # answer; one model, one loss (teacher-forced cross-entropy) and one decoding procedure serve them all.
 #
+# The pretraining text is new too: the **Colossal Clean Crawled Corpus (C4)**, built from the April 2019 snapshot of
+# Common Crawl by heuristics anyone can rerun (§2.2): keep only lines that end in terminal punctuation and have at
+# least three words; drop pages with fewer than five sentences, with any word of a list of obscene words, with "lorem
+# ipsum" or a curly brace (code); keep one copy of any three-sentence span that repeats; keep pages a language
+# detector calls English with probability at least 0.99. About 750 GB of clean English, "an order of magnitude
+# larger than most data sets used for pre-training" then, so that the final models never repeat their data.
+#
 # | | BERT (Ch. 3) | GPT (Ch. 2) | BART (Ch. 7) | T5 |
 # | --- | --- | --- | --- | --- |
 # | architecture | encoder | decoder | encoder–decoder | encoder–decoder (§3.2: the best of three) |
@@ -49,9 +56,7 @@
 
 # %%
 import re
-import tempfile
 from collections import Counter
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
@@ -62,6 +67,7 @@ from minilm.analysis.plateau import PLATEAU_MARGIN, past_plateau, scored_targets
 from minilm.data import TASKS, Document, load_gutenberg, load_task
 from minilm.data.examples import Seq2SeqExample
 from minilm.data.toy import colour_questions
+from minilm.files import scratch_folder
 from minilm.finetune.kinds import Seq2SeqKind, TaskEncoder
 from minilm.finetune.mixing import mixing_rates
 from minilm.finetune.model import FinetuneModel, finetune_loss
@@ -162,23 +168,24 @@ print(f"mean of a row after LayerNorm {layer_norm(x)[0].mean():+.3f}, after RMSN
       f"{count_parameters(layer_norm)}, RMSNorm {count_parameters(norm)}")  # fmt: skip
 
 # %% [markdown]
-# The paper's models (§3.7: "Small ... 60 million parameters", "Base ... 220 million"), counted on the meta device
-# as transformers' `T5ForConditionalGeneration` counts them (the tests check equality, and that a checkpoint of either
-# version loads with logits equal to transformers'):
+# The paper's models (§3.7: Small, 60 million parameters; Base, 220 million; Large, 770 million; and 3B and 11B,
+# which keep Large's depth and width and widen the feed-forward layers to 16,384 and 65,536 and the attention to 32
+# and 128 heads of 128), counted on the meta device as transformers' `T5ForConditionalGeneration` counts them (the
+# tests check equality, and that a checkpoint of either version loads with logits equal to transformers'):
 
 # %%
-PAPER = {"t5-small": 60, "t5-base": 220}  # millions
+PAPER = {"t5-small": 60, "t5-base": 220, "t5-large": 770, "t5-3b": 3000, "t5-11b": 11000}  # millions, §3.7
 for name in T5_PRESETS:
     with torch.device("meta"):
         model = T5(t5_config(name))
     c = model.config
     n = count_parameters(model)
     paper = f"(paper {PAPER[name]}M)" if name in PAPER else ""
-    print(f"{name:14s} {c.n_encoder_layers:2d}+{c.n_decoder_layers:2d} layers, d_model {c.d_model:4d}, {c.n_heads:2d} "
-          f"heads x {c.d_kv}, FFN {c.d_ff:4d} {'GEGLU' if c.gated_ffn else 'ReLU '}, head "
-          f"{'tied ' if c.tie_embeddings else 'own  '}: {n / 1e6:6.1f}M {paper}")  # fmt: skip
-    if name in PAPER:
-        assert abs(n / 1e6 - PAPER[name]) / PAPER[name] < 0.02
+    print(f"{name:14s} {c.n_encoder_layers:2d}+{c.n_decoder_layers:2d} layers, d_model {c.d_model:4d}, {c.n_heads:3d} "
+          f"heads x {c.d_kv:3d}, FFN {c.d_ff:5d} {'GEGLU' if c.gated_ffn else 'ReLU '}, head "
+          f"{'tied ' if c.tie_embeddings else 'own  '}: {n / 1e6:7.1f}M {paper}")  # fmt: skip
+    if name in PAPER:  # the paper's names are round numbers: within 6%
+        assert abs(n / 1e6 - PAPER[name]) / PAPER[name] < 0.06
 torch.manual_seed(0)
 small = T5(T5Config(d_model=256, d_kv=64, n_heads=4, d_ff=512, n_encoder_layers=1, n_decoder_layers=1))
 attention = small.encoder.layers[0].self_attn
@@ -628,7 +635,7 @@ assert bart_alone - bart_own > 2 and bart_alone - bart_own > 20 * (alone[0] - ow
 # %%
 kind = Seq2SeqKind(TASKS["squad2_gen"])  # text in, text out, scored with SQuAD's exact match
 encoder = TaskEncoder(t5.tokenizer, 48, "last", max_target_length=4)
-run_folder = Path(tempfile.mkdtemp(prefix="ch08-"))
+run_folder = scratch_folder("ch08-")  # deleted when the kernel stops
 starts = {"course T5": course_run_dir("t5", run_folder / "course"),
           "untrained twin": course_run_dir("t5", run_folder / "twin", untrained=True)}  # fmt: skip
 
