@@ -71,6 +71,7 @@ from minilm.objectives.rtd import replace_tokens, rtd_loss, sample_replacements
 from minilm.recipes.electra import ReplacedTokenConfig, electra_loss, generate, wrap
 from minilm.train.pretrain import load_documents, split_documents
 from minilm.utils import count_parameters, reproducible
+from minilm.widgets import plot_replacements, replacement_explorer
 
 reproducible(seed=0, threads=1)
 
@@ -442,6 +443,26 @@ for row in range(len(WALK)):
 # "original" at some punctuation. The `=` rows are the generator's top guesses that happened to be right, labelled 0
 # as the paper requires. Some marked rows show the original token in the generator's input ("sawyer", "outer"):
 # ELECTRA leaves 15% of the chosen positions unmasked, and the generator's sample replaces them all the same.
+#
+# **Explore.** `minilm.widgets.replacement_explorer` runs the same two networks on one sentence of your choice, with
+# `minilm.recipes.electra`'s masking and sampling: move the masking rate, the generator's sampling temperature (low:
+# it writes its likeliest guesses; high: unlikely draws) and the seed, and read the discriminator's P(replaced)
+# under every token. The figure below it is one setting, for readers without a running kernel.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+SENTENCE = "she opened the door of the little room and looked out into the garden , where the rain had stopped ."
+replacement_explorer(pair, tokenizer, SENTENCE)
+
+# %%
+fig, ax = plt.subplots(figsize=(11.5, 4.6))
+shown = plot_replacements(ax, pair, tokenizer, SENTENCE, mask_prob=0.3, temperature=1.0, seed=1)
+plt.tight_layout()
+plt.show()
+at_special = [p for p, token in zip(shown.p_replaced, shown.original, strict=True) if token in ("[CLS]", "[SEP]")]
+assert any(shown.replaced) and max(at_special) < 0.01 and max(shown.p_replaced) < 0.5, shown
+print(f"P(replaced) below 0.01 at [CLS] and [SEP], and at most {max(shown.p_replaced):.2f} anywhere: here too it "
+      "calls no token replaced")  # fmt: skip
 
 # %% [markdown]
 # ### What the discriminator learned
