@@ -51,8 +51,11 @@ reproducible(seed=0)
 # `ids[k − 1]`. So the forward LM makes predictions at positions $0..T-2$, the backward LM at $1..T-1$.
 #
 # Return three scalars: `forward`, the mean negative log-likelihood of the forward predictions; `backward`, the same
-# for the backward ones; and `loss = forward + backward`. Targets equal to `ignore_index` (padding) must not count,
-# neither in the sum nor in the number of predictions the mean divides by.
+# for the backward ones; and `loss = forward + backward`. Padding (`ids` equal to `ignore_index`) must not count,
+# neither in the sum nor in the number of predictions the mean divides by: a prediction counts when its target
+# **and the position making it** are real tokens. Mind the backward LM at the first padding position: its target
+# is the row's last real token, but it has read no token of the row, so it is not scored. A row of $n$ real tokens
+# then gives $n - 1$ predictions in each direction, exactly as the same row without its padding.
 
 
 # %% nbgrader={"grade": false, "grade_id": "answer_bilm_loss", "locked": false, "schema_version": 3, "solution": true}
@@ -60,9 +63,14 @@ def bilm_loss(forward_logits, backward_logits, ids, ignore_index=-100):
     """forward_logits, backward_logits (B, T, V), ids (B, T) -> (loss, forward, backward), three scalars."""
     ### BEGIN SOLUTION
     V = forward_logits.size(-1)
-    forward = F.cross_entropy(forward_logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), ignore_index=ignore_index)
+    padding = ids == ignore_index  # (B, T)
+    forward_targets = ids[:, 1:].masked_fill(padding[:, :-1], ignore_index)  # k predicts ids[k + 1] if k is real
+    backward_targets = ids[:, :-1].masked_fill(padding[:, 1:], ignore_index)  # k predicts ids[k - 1] if k is real
+    forward = F.cross_entropy(
+        forward_logits[:, :-1].reshape(-1, V), forward_targets.reshape(-1), ignore_index=ignore_index
+    )
     backward = F.cross_entropy(
-        backward_logits[:, 1:].reshape(-1, V), ids[:, :-1].reshape(-1), ignore_index=ignore_index
+        backward_logits[:, 1:].reshape(-1, V), backward_targets.reshape(-1), ignore_index=ignore_index
     )
     return forward + backward, forward, backward
     ### END SOLUTION
@@ -82,8 +90,18 @@ padded[1, 4:] = -100  # the second sequence has 4 real tokens
 loss, forward, backward = bilm_loss(forward_logits, backward_logits, padded)
 expected = reference_bilm_loss(forward_logits, backward_logits, padded)
 assert torch.allclose(forward, expected.forward, atol=1e-5), "padded targets must not be scored"
-assert torch.allclose(backward, expected.backward, atol=1e-5), "padded targets must not be scored"
+assert torch.allclose(backward, expected.backward, atol=1e-5), "nor the backward prediction at the first padding"
+alone = reference_bilm_loss(forward_logits[1:2, :4], backward_logits[1:2, :4], ids[1:2, :4])  # the row unpadded
+_, forward, backward = bilm_loss(forward_logits[1:2], backward_logits[1:2], padded[1:2])
+assert torch.allclose(forward, alone.forward, atol=1e-5), "a padded row scores as the same row without padding"
+assert torch.allclose(backward, alone.backward, atol=1e-5), "a padded row scores as the same row without padding"
 ### BEGIN HIDDEN TESTS
+# ignore_index is an argument: padding marked 0 (and every other id real)
+ids = torch.randint(1, 11, (3, 7))
+ids[0, 5:], ids[2, 2:] = 0, 0
+_, forward, backward = bilm_loss(forward_logits, backward_logits, ids, ignore_index=0)
+expected = reference_bilm_loss(forward_logits, backward_logits, ids, ignore_index=0)
+assert torch.allclose(forward, expected.forward, atol=1e-5) and torch.allclose(backward, expected.backward, atol=1e-5)
 # the directions must not be swapped or shifted the same way: a model that copies its own position's token
 ids = torch.randint(5, (2, 9))
 copy_logits = F.one_hot(ids, 5).float() * 20  # position k is sure of ids[k]

@@ -218,6 +218,9 @@ batched = torch.randn(2, 3, 30)
 assert torch.equal(top_p_filter(batched, 0.6), reference.top_p_filter(batched, 0.6))
 tied = torch.tensor([[2.0, 2.0, 0.0, 0.0]])  # two tied tokens well inside the nucleus
 assert torch.isfinite(top_p_filter(tied, 0.5)).tolist() == [[True, True, False, False]]
+confident = random_logits + 100  # the same probabilities; exp() of a logit past ~88 overflows float32
+for p in (0.1, 0.5, 0.9):
+    assert torch.equal(top_p_filter(confident, p).isfinite(), top_p_filter(random_logits, p).isfinite()), f"p={p}"
 ### END HIDDEN TESTS
 
 # %% [markdown]

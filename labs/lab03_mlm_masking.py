@@ -236,6 +236,21 @@ corrupted_5, _ = mask_tokens(
     only_five, tiny_special, 4, 6, 1.0, 0.0, 1.0, generator=torch.Generator().manual_seed(14), special_ids=(0, 1, 2, 3)
 )
 assert (corrupted_5 == 5).all(), "random tokens are drawn among the ordinary ids only"
+# special ids need not come first: [MASK] = 7 last, specials 0 and 5 in the middle; ordinary 1-4 and 6
+last_mask = torch.tensor([[1, 2, 3, 4, 6] * 40])
+for seed in (15, 16):
+    corrupted_t, _ = mask_tokens(
+        last_mask,
+        torch.zeros_like(last_mask, dtype=torch.bool),
+        7,
+        8,
+        1.0,
+        0.0,
+        1.0,
+        generator=torch.Generator().manual_seed(seed),
+        special_ids=(0, 5),
+    )
+    assert set(corrupted_t.unique().tolist()) == {1, 2, 3, 4, 6}, "random tokens: every ordinary id, wherever it is"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -308,6 +323,12 @@ for row in range(1, ids.shape[0], 5):
         if w >= 0:
             pieces = selected_w[row][words[row] == w]
             assert pieces.all() or not pieces.any()
+# each row draws its own words: word w of one row is selected independently of word w of another row
+for w in range(5):
+    in_row = (words == w).any(1)  # (B,): the rows that have a word w
+    first = (words == w).int().argmax(1)  # (B,): where it begins
+    chosen = selected_w[torch.arange(len(words)), first][in_row]
+    assert_rate(chosen.sum(), chosen.numel(), 0.15, what=f"selection rate of word {w} across rows")
 ### END HIDDEN TESTS
 
 # %% [markdown]

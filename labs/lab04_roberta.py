@@ -283,6 +283,10 @@ expected = DynamicMasking(masking_config(1.0), seed=4)(short)
 assert all(torch.equal(got[k], expected[k]) for k in ("input_ids", "attention_mask", "labels"))
 specials = torch.isin(expected["input_ids"], torch.tensor([BOS, EOS])) & (expected["labels"] == -100)
 assert specials.any() and ((got["labels"] != -100) == (expected["attention_mask"].bool() & ~specials)).all()
+# special_ids at its default (): the examples' special_tokens_mask alone says which positions are never masked
+got = DynamicMaskingCollate(MASK, VOCAB_SIZE, PAD, mask_prob=1.0, seed=6)(short)
+expected = DynamicMasking(MaskingConfig(MASK, VOCAB_SIZE, PAD, mask_prob=1.0), seed=6)(short)
+assert torch.equal(got["labels"], expected["labels"]), "special positions: the examples' special_tokens_mask"
 ### END HIDDEN TESTS
 
 # %% [markdown]

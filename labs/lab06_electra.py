@@ -331,7 +331,9 @@ for row in short_with_a_correct_sample[:3]:
 # where, in the whole batch, $m$ are the masked positions, $R$ the real (non-padding) tokens, $z_t$ the
 # discriminator's logit that token $t$ was **replaced**, $r_t \in \{0, 1\}$ your `replaced` label, and
 # $\text{BCE}(z, r) = -r \log \sigma(z) - (1 - r) \log(1 - \sigma(z))$ (the paper's equation with
-# $D = 1 - \sigma(z)$). Both means run over the whole batch at once, not row by row.
+# $D = 1 - \sigma(z)$). Both means run over the whole batch at once, not row by row. A trained discriminator is
+# confident, its logits reaching ±30 and beyond, where $\sigma(z)$ rounds to 1 in float32: compute the BCE from
+# the logits, not from $\sigma(z)$.
 #
 # Why λ = 50? The discriminator's loss is a binary cross-entropy, ln 2 ≈ 0.69 for a coin-flip guess and soon far
 # smaller, while the generator's is a cross-entropy over 30,000 tokens (ln V ≈ 10 at the start). Unweighted,
@@ -436,6 +438,13 @@ default_h = loss_case(3, 12, 30, [12, 4, 9], 3, seed=20)
 assert torch.allclose(electra_loss(*default_h), expected_loss(*default_h, weight=50.0), atol=1e-4), "λ = 50 by default"
 mask_float_h = (*default_h[:4], default_h[4].float())  # a float 0/1 attention mask works alike
 assert torch.allclose(electra_loss(*mask_float_h), expected_loss(*default_h), atol=1e-4)
+# a confident discriminator (a trained one's logits reach +-30 and more): sigmoid(z) rounds to 1 past z ~ 17
+sure_h = list(loss_case(3, 12, 30, [12, 4, 9], 3, seed=21))
+sure_h[2] = (15 * sure_h[2].detach()).requires_grad_()
+got_h, exp_h = electra_loss(*sure_h), expected_loss(*sure_h)
+assert torch.allclose(got_h, exp_h, rtol=1e-5, atol=1e-3), f"confident logits: {float(got_h)} != {float(exp_h)}"
+g_disc_h, e_disc_h = gradients(got_h, sure_h[2])[0], gradients(exp_h, sure_h[2])[0]
+assert torch.allclose(g_disc_h, e_disc_h, rtol=1e-4, atol=1e-5), "confident logits: the discriminator's gradient"
 ### END HIDDEN TESTS
 
 # %% tags=["instructor"]

@@ -272,6 +272,17 @@ assert abs(zero_h - math.exp(-1)) < 0.03, f"λ = 1: 0-length spans {zero_h:.3f},
 assert abs(lengths_h.mean() - 1.0) < 0.06, f"λ = 1: mean {lengths_h.mean():.3f}"
 assert abs(lengths_h.var() - 1.0) < 0.11, f"λ = 1: variance {lengths_h.var():.3f}"
 assert torch.allclose(quarters_h, whole_h, atol=0.04)
+# every arrangement equally likely: the first mask's span and the last one's have the same distribution (the trimmed
+# span is not always last), so their mean lengths differ by no more than a few standard errors
+g_h, first_h, last_h = torch.Generator().manual_seed(2), [], []
+for _ in range(4000):
+    _, spans_h = text_infilling(random_document(40, g_h), MASK, 0.25, 3.0, g_h, BOS, EOS)  # 10 tokens covered
+    if len(spans_h) >= 2:
+        first_h.append(int(spans_h[0]))
+        last_h.append(int(spans_h[-1]))
+difference_h = torch.tensor(first_h, dtype=torch.double) - torch.tensor(last_h, dtype=torch.double)
+z_h = difference_h.mean() / (difference_h.std() / len(difference_h) ** 0.5)
+assert abs(z_h) < 5, f"first mask's span {sum(first_h) / len(first_h):.2f} long, last {sum(last_h) / len(last_h):.2f}"
 ### END HIDDEN TESTS
 
 # %% tags=["instructor"]

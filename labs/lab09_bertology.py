@@ -221,8 +221,8 @@ assert inside > across + 0.1 and across > 0.1
 # \bar{s}_\ell = \frac{1}{n}\sum_{i=1}^{n} f_\ell(s, i).$$
 #
 # Write `intra_sentence_similarity(vectors, sentence_ids)`: `vectors` `(N, C)`, `sentence_ids` a list of `N` ints
-# saying which sentence each row belongs to; return the **average over sentences** of IntraSim (each sentence counts
-# once, however long), a Python float.
+# saying which sentence each row belongs to (any ints; a sentence's rows need not be next to one another); return
+# the **average over sentences** of IntraSim (each sentence counts once, however long), a Python float.
 
 
 # %% nbgrader={"grade": false, "grade_id": "answer_intra_sentence_similarity", "locked": false, "schema_version": 3, "solution": true}
@@ -257,6 +257,11 @@ for trial_h in range(6):
     vectors_h = torch.randn(len(ids_h), 7, generator=generator_h) + trial_h * torch.ones(7) / 3
     want_h = representations.intra_sentence_similarity(vectors_h, ids_h)
     assert abs(intra_sentence_similarity(vectors_h, ids_h) - want_h) < 1e-5, f"trial {trial_h}"
+# a sentence's rows need not be next to one another, nor its ids start at 0 or follow one another
+shuffled_h = torch.randperm(len(ids_h), generator=generator_h)
+ids_h = [7 * ids_h[i] + 3 for i in shuffled_h.tolist()]
+want_h = representations.intra_sentence_similarity(vectors_h[shuffled_h], ids_h)
+assert abs(intra_sentence_similarity(vectors_h[shuffled_h], ids_h) - want_h) < 1e-5, "rows of a sentence apart"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -276,6 +281,10 @@ for trial_h in range(6):
 # `(n_layers, n_heads)` tensor. Then `heads_to_prune(importance, n)`: a `(n_layers, n_heads)` float tensor of gates,
 # 0 for the `n` least important heads **of the whole model** (not per layer), 1 for the rest; among equal
 # importances, the head that comes first in row-major order goes first.
+#
+# The visible test checks your importances against finite differences: each gate nudged up and down by 0.05,
+# $\partial \mathcal{L}/\partial \xi_h \approx (\mathcal{L}(\xi_h = 1.05) - \mathcal{L}(\xi_h = 0.95)) / 0.1$, with no
+# autograd at all.
 
 # %%
 tiny = Bert(BertConfig(vocab_size=50, n_layers=3, n_heads=4, d_model=32, d_ff=64, max_len=16)).eval()
@@ -326,6 +335,21 @@ assert isinstance(importance, torch.Tensor) and importance.shape == (3, 4), "one
 assert (importance >= 0).all(), "importances are absolute values"
 assert torch.allclose(importance.norm(dim=-1), torch.ones(3), atol=1e-5), "each layer's row has l2 norm 1"
 assert all(p.grad is None for p in tiny.parameters()), "differentiate the gates only: no .grad on the weights"
+# the values, without autograd: each gate's derivative as a central difference of the loss, batch by batch
+step = 0.05
+derivatives = torch.zeros(len(batches), 3, 4)  # dL(x)/dxi_h for each batch x
+with torch.no_grad():
+    for b, batch in enumerate(batches):
+        for layer in range(3):
+            for head in range(4):
+                nudge = torch.zeros(3, 4)
+                nudge[layer, head] = step
+                up, down = loss_with_heads(batch, 1 + nudge), loss_with_heads(batch, 1 - nudge)
+                derivatives[b, layer, head] = (up - down) / (2 * step)
+expected = derivatives.abs().mean(0)  # E|g|: the signs differ from batch to batch, so |E g| is smaller
+expected = expected / expected.norm(dim=-1, keepdim=True)
+print("yours:", importance, "finite differences:", expected, sep="\n")
+assert torch.allclose(importance, expected, atol=1e-3), "the importances differ from the finite differences above"
 ### BEGIN HIDDEN TESTS
 reference_h = pruning.head_importance(tiny, batches, task_loss)
 assert torch.allclose(importance, reference_h, atol=1e-5), "the importances differ from Michel et al.'s"
@@ -351,6 +375,7 @@ for trial_h in range(8):
         for layer_h, head_h in pruning.pruning_order(importance_h)[:n_h]:
             want_h[layer_h, head_h] = 0.0
         assert torch.equal(heads_to_prune(importance_h, n_h).float(), want_h), f"trial {trial_h}, n={n_h}"
+assert heads_to_prune(importance_h, 3).dtype == torch.float32, "gates are a float tensor (0.0 or 1.0), to multiply"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -17,7 +17,7 @@ from minilm.nn import (
     reverse_padded,
     word_to_char_ids,
 )
-from minilm.objectives.bilm import bilm_loss
+from minilm.objectives.bilm import bilm_loss, bilm_loss_from_states
 from minilm.objectives.causal_lm import language_model_blocks
 from minilm.utils import count_parameters
 
@@ -269,6 +269,23 @@ def test_bilm_loss_scores_next_token_forward_and_previous_token_backward():
     sure_back = 50 * F.one_hot(torch.tensor([[0, 3, 1, 4, 1]]), 8).float()  # position k: token k − 1
     assert bilm_loss(sure, sure_back, ids).loss < 1e-6
     assert bilm_loss(sure_back, sure, ids).loss > 10
+
+
+def test_bilm_loss_scores_a_padded_row_as_the_row_unpadded():
+    """No prediction is made from a padding position: the backward logits at the first one (which have read no token)
+    do not score the row's last token, so each direction scores n - 1 predictions of a row of n tokens."""
+    g = torch.Generator().manual_seed(0)
+    forward_logits, backward_logits = torch.randn(2, 1, 7, 8, generator=g).unbind(0)
+    ids = torch.tensor([[3, 1, 4, 1, 5, 9, 2]])
+    padded = ids.masked_fill(torch.arange(7) >= 4, -100)  # 4 real tokens
+    out = bilm_loss(forward_logits, backward_logits, padded)
+    alone = bilm_loss(forward_logits[:, :4], backward_logits[:, :4], ids[:, :4])
+    torch.testing.assert_close(out.forward, alone.forward)
+    torch.testing.assert_close(out.backward, alone.backward)
+    softmax = torch.nn.Linear(8, 8)
+    states = bilm_loss_from_states(forward_logits, backward_logits, softmax, padded)
+    want = bilm_loss(softmax(forward_logits), softmax(backward_logits), padded)
+    torch.testing.assert_close(states.loss, want.loss)
 
 
 def test_bilm_loss_falls_on_a_repetitive_corpus():
