@@ -38,6 +38,9 @@ TINY = [
 INTERRUPTER = textwrap.dedent(
     """
     import os, runpy, signal, sys
+    # Ctrl-C as in a terminal: Python's own handler, even where the parent ignores SIGINT (pytest-xdist's workers
+    # do, and a child inherits an ignored signal)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from minilm.train import checkpoint, trainer
     moment, at, module = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     sys.argv = [module, *sys.argv[4:]]
