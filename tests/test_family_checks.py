@@ -209,7 +209,8 @@ def test_fine_tuning_records_the_pretrained_model_and_refuses_another(bert_run, 
     run_dir = tmp_path / "run"
     code, _, err = cli(*FINETUNE, f"--pretrained={bert_run}", f"run_dir={run_dir}", module="minilm.finetune")
     assert code == 0, err
-    assert json.loads((run_dir / "config.json").read_text())["job"]["model"] == "bert"
+    recorded = json.loads((run_dir / "config.json").read_text())["job"]
+    assert (recorded["model"], recorded["size"]) == ("bert", "")  # the body's model; its size is its own, not "tiny"
     other = tmp_path / "other"
     argv = [*FINETUNE, f"--pretrained={bert_run}", "--model", "gpt", f"run_dir={other}"]
     code, _, err = cli(*argv, module="minilm.finetune")

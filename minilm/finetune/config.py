@@ -24,7 +24,7 @@ class FinetuneConfig:
     task: str = "sst2"  # a task of the registry (see the list below); several, comma-separated: multi-task training
     pretrained: str = ""  # a pretraining run directory or checkpoint; "" trains model/size from scratch
     model: str = ""  # registered model trained from scratch ("": gpt); a pretrained run brings its own, recorded here
-    size: str = "tiny"  # size preset of that model
+    size: str = "tiny"  # size preset of that model (a pretrained body has its own: "" in a pretrained run's record)
     vocab_size: int = 8192  # from scratch: tokenizer trained on the task's training texts
     max_length: int = 128  # tokens per input (text, pair, question + context), longer ones truncated
     input_format: str = "auto"  # "template" (the tokenizer's), "gpt" (start/delim/extract tokens); auto: the model's
@@ -104,7 +104,8 @@ DEFAULT_MODEL = "gpt"  # trained from scratch when neither model= nor --pretrain
 
 def with_body_model(job: FinetuneConfig) -> FinetuneConfig:
     """``job`` with ``model`` the body's: the pretrained run's registered model (a ``model=`` naming another is
-    refused: it would be ignored), else the model trained from scratch (:data:`DEFAULT_MODEL` when unset)."""
+    refused: it would be ignored), else the model trained from scratch (:data:`DEFAULT_MODEL` when unset). A
+    pretrained body's size is its own, so ``size`` (a preset for training from scratch) is recorded empty."""
     if not job.pretrained:
         return dataclasses.replace(job, model=job.model or DEFAULT_MODEL)
     theirs = body_entry(job.pretrained, "").name
@@ -113,7 +114,7 @@ def with_body_model(job: FinetuneConfig) -> FinetuneConfig:
             f"--pretrained {job.pretrained} is a {theirs} run, which brings its own model: drop --model "
             f"{job.model} (model= chooses the model trained from scratch, without --pretrained)"
         )
-    return dataclasses.replace(job, model=theirs)
+    return dataclasses.replace(job, model=theirs, size="")
 
 
 def upgrade_saved(saved: dict) -> dict:
