@@ -90,8 +90,8 @@ def test_a_toml_config_with_overrides(tmp_path, capsys):
         (["--model", "bert", "--objective", "mlm", "format=pairs"], "format='pairs' is not one of segment_pair"),
         (
             ["format=segment_pair"],
-            "format= is a setting of objective mlm, mlm+nsp, mlm+sop, rtd, rtd_15, replace_mlm, all_tokens_mlm, "
-            "distill, not of clm (it takes no settings)",
+            "format= is a setting of objective all_tokens_mlm, distill, mlm, mlm+nsp, mlm+sop, replace_mlm, rtd, "
+            "rtd_15, not of clm (it takes no settings)",
         ),
         (["objective.format=doc"], "objective 'clm' takes no settings: objective.format has nothing to set (format is"),
         (["--model", "bert", "--objective", "mlm", "whole_word=maybe"], "objective key 'whole_word' expects bool"),

@@ -213,8 +213,9 @@ def objective_keys(entry: ObjectiveEntry) -> list[str]:
 
 
 def objectives_with_key(key: str) -> list[str]:
-    """The registered objectives that have a setting ``key``."""
-    return [name for name, entry in objectives().items() if key in objective_keys(entry)]
+    """The registered objectives that have a setting ``key``, sorted (messages name them the same whatever order the
+    recipe modules were imported in)."""
+    return sorted(name for name, entry in objectives().items() if key in objective_keys(entry))
 
 
 def objective_config(entry: ObjectiveEntry, overrides: dict):
