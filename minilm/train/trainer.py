@@ -503,13 +503,18 @@ class Trainer:
         self._step_rng = None  # the step is done: nothing to roll back
         return loss, tokens
 
+    def _latest_checkpoint(self) -> Path | None:
+        """The checkpoint a stopped run can resume from (None: none saved, or no run directory)."""
+        if self.run_dir is None:
+            return None
+        with contextlib.suppress(ckpt.CheckpointError), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ckpt.find_checkpoint(self.run_dir)
+        return None
+
     def _last_checkpoint(self) -> str:
         """Which checkpoint a stopped run can resume from, in words."""
-        latest = None
-        if self.run_dir is not None:
-            with contextlib.suppress(ckpt.CheckpointError), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                latest = ckpt.find_checkpoint(self.run_dir)
+        latest = self._latest_checkpoint()
         return f"the last good checkpoint is {latest}" if latest else "no checkpoint had been saved yet"
 
     def _out_of_memory_message(self, err: torch.OutOfMemoryError) -> str:
@@ -524,15 +529,16 @@ class Trainer:
             else "lower batch_size"
         )
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        kept = self._last_checkpoint()
-        then = (
-            "--resume continues from it, and may change grad_accum"
-            if kept.startswith("the last good")
-            else "start again (in the same run_dir with overwrite=true, which moves this run's files aside)"
+        latest = self._latest_checkpoint()
+        kept = (
+            f"the last good checkpoint is {latest}: --resume continues from it, and may change grad_accum"
+            if latest
+            else "no checkpoint had been saved yet: start again (in the same run_dir with overwrite=true, which moves "
+            "this run's files aside)"
         )
         return (
             f"out of memory on {self.device} at step {self.step + 1}, with micro-batches of {micro} examples "
-            f"({reason}). To fit, {split}, or shorten the sequences (seq_len) or the model; {kept}: {then}."
+            f"({reason}). To fit, {split}, or shorten the sequences (seq_len) or the model; {kept}."
         )
 
     def _nan_message(self, loss: float) -> str:
