@@ -79,3 +79,5 @@ def test_bad_settings_are_named(electra):
         replacement_view(electra.model, electra.tokenizer, TEXT, temperature=0)
     with pytest.raises(ConfigError, match="mask_prob=0"):
         replacement_view(electra.model, electra.tokenizer, TEXT, mask_prob=0)
+    with pytest.raises(ConfigError, match="temperature=0"):  # named, not clamped by the slider's minimum
+        replacement_explorer(electra.model, electra.tokenizer, TEXT, temperature=0)

@@ -164,7 +164,7 @@ class ReplacementExplorer(widgets.VBox):
         size: tuple[float, float] | None = None,
     ):
         self.pair, self.tokenizer, self.text, self.per_row = pair, tokenizer, text, per_row
-        view = replacement_view(pair, tokenizer, text, mask_prob, temperature, seed)  # bad settings: named here
+        GeneratorConfig(mask_prob=mask_prob, temperature=temperature).validate()  # bad settings named, not clamped
         self.rate = widgets.FloatSlider(value=mask_prob, min=0.05, max=1.0, step=0.05, description="masking rate")
         self.temperature = widgets.FloatSlider(
             value=temperature, min=0.1, max=max(3.0, temperature), step=0.1, description="temperature"
@@ -173,7 +173,7 @@ class ReplacementExplorer(widgets.VBox):
         for control in (self.rate, self.temperature, self.seed):
             control.continuous_update = False
             control.style.description_width = "initial"
-        n = len(view.original)
+        n = len(encode_sentence(tokenizer, text).ids)  # the figure's size; the first _draw names bad settings
         self.figure = Figure(figsize=size or (per_row * 0.95, token_rows_height([n] * 4, per_row) + 0.6))
         self.axes = self.figure.add_subplot()
         self.image = widgets.Image(format="png")
