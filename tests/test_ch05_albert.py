@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "experiments" / "results" / "ch05_albert.json"
 sys.path.insert(0, str(ROOT))
 
-from experiments.ch05_albert import ALBERT_E, MODEL, RUNS, balanced, run_name  # noqa: E402
+from experiments.ch05_albert import ALBERT_E, EVALUATIONS, MODEL, RUNS, balanced, run_name  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -67,13 +67,27 @@ def test_results_are_in_range(recorded):
     layers = MODEL["n_layers"]
     for name, run in recorded["results"]["runs"].items():
         assert run["last_train_loss"] < run["first_train_loss"], f"{name} did not learn"
-        assert 0 < run["held_out_mlm_loss"] < math.log(8000) + 1
+        assert 0 < run["held_out_loss"] < math.log(8000) + 1
         assert 0 <= run["sst2_probe_accuracy"] <= 1
         transitions = run["transitions"]
         assert len(transitions["l2"]) == len(transitions["degrees"]) == layers
         assert all(0 <= d <= 180 for d in transitions["degrees"])
         for task in run.get("pair_tasks", {}).values():
             assert 0 <= task["accuracy"] <= 1 and 0 <= task["probe_accuracy"] <= 1
+
+
+def test_every_run_states_its_held_out_loss_beside_the_unigram_entropy_and_is_past_the_plateau(recorded):
+    setup = recorded["results"]["setup"]
+    for name, run in recorded["results"]["runs"].items():
+        assert run["unigram_entropy"] == setup["unigram_entropy"], "one held-out set: one entropy"
+        assert math.isclose(run["nats_below_unigram"], run["unigram_entropy"] - run["held_out_loss"])
+        assert run["past_plateau"] == (run["nats_below_unigram"] >= setup["plateau_margin"])
+        assert run["nats_below_unigram"] >= 1.0, f"{name} is not a nat below the unigram entropy"
+        curve = run["held_out_curve"]
+        assert [point["step"] for point in curve] == [
+            setup["pretraining"]["steps"] * (i + 1) // EVALUATIONS for i in range(EVALUATIONS)
+        ]
+        assert curve[-1]["mlm"] < curve[0]["mlm"], f"{name}'s held-out loss did not fall"
 
 
 def test_own_heads_score_their_own_task_and_probes_the_rest(recorded):
