@@ -31,10 +31,10 @@ ALBERT's data script. Each model is scored by
   frozen [CLS] final hidden state of 2,000 training pairs (the probe is reported for every cell too);
 - (Figure 1) the per-layer transitions on the held-out pairs.
 
-One seed per row (the runs take most of two hours); the record keeps binomial standard errors as the noise floor of
-one run. Runs go two at a time, one thread each (``--workers``).
+One seed per row (the eight runs take an hour); the record keeps binomial standard errors as the noise floor of one
+run. Runs go two at a time, one thread each (``--workers``).
 
-    nice -n 5 python experiments/ch05_albert.py        # about 80 minutes on a 2-core CPU
+    nice -n 5 python experiments/ch05_albert.py        # 64 minutes on a 2-core CPU (the recorded run)
 
 Writes experiments/results/ch05_albert.json (read by chapters/05_albert.py).
 """
