@@ -53,7 +53,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.common import begin, save_results  # noqa: E402
+from experiments.common import begin, save_results, scored_when_evaluated  # noqa: E402
 from minilm.analysis import layer_transitions, linear_probe, oscillation, standardize  # noqa: E402
 from minilm.analysis.plateau import scored_targets, unigram_entropy  # noqa: E402
 from minilm.data import load_gutenberg, load_task  # noqa: E402
@@ -193,16 +193,6 @@ def pair_task_scores(model, loss: str, pair_data: dict) -> dict:
     return scores
 
 
-def scored_by_mlm_when_evaluated(loss_fn):
-    """``loss_fn`` in training, the MLM loss alone in the Trainer's evaluations (``model.eval()``): every row's curve
-    on the same held-out SOP pairs, an NSP row's included."""
-
-    def loss(model, batch):
-        return loss_fn(model, batch) if model.training else bert_mlm_loss(model, batch)
-
-    return loss
-
-
 def pretrain(sharing: str, e: int, loss: str, data: dict, steps: int) -> tuple[Albert, dict]:
     heads = {"none": {}, "nsp": {"nsp": True, "sop": False}, "sop": {}}[loss]
     config = albert_config("tiny", **MODEL, vocab_size=data["vocab_size"], embedding_size=e, share=sharing, **heads)
@@ -215,7 +205,7 @@ def pretrain(sharing: str, e: int, loss: str, data: dict, steps: int) -> tuple[A
     held_out, held_out_collate = data["held_out"]
     trainer = Trainer(
         model,
-        scored_by_mlm_when_evaluated(LOSSES[loss]),
+        scored_when_evaluated(LOSSES[loss], bert_mlm_loss),
         examples,
         train,
         eval_data=held_out,

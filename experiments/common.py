@@ -128,3 +128,13 @@ def save_results(name: str, results: dict) -> Path:
     path = RESULTS_DIR / f"{name}.json"
     atomic_write_text(path, json.dumps({"provenance": provenance(), "results": results}, indent=2) + "\n")
     return path
+
+
+def scored_when_evaluated(train_loss, eval_loss):
+    """A loss for the Trainer: ``train_loss`` in training, ``eval_loss`` in its evaluations (``model.eval()``), so
+    that a row trained with an extra loss (NSP, SOP) draws its held-out curve on the loss every row shares (MLM)."""
+
+    def loss(model, batch):
+        return train_loss(model, batch) if model.training else eval_loss(model, batch)
+
+    return loss
