@@ -30,7 +30,7 @@ were pretrained on.
 
 Runs go two at a time, one thread each (``--workers``), the largest first.
 
-    nice -n 5 python experiments/ch03_model_size.py        # about 50 minutes on a 2-core CPU
+    nice -n 5 python experiments/ch03_model_size.py   # 72 minutes on 2 cores shared with another experiment (recorded)
 
 Writes experiments/results/ch03_model_size.json (read by chapters/03_bert.py).
 """

@@ -24,7 +24,7 @@ training examples, inputs cut to the 32 tokens the models were pretrained on) ru
 is scored on each task's test split (SST-2's: GLUE's dev sentences): the mean and its standard error. MRPC's pairs
 (about 50 tokens) are cut to 32, longest sentence first.
 
-    nice -n 5 python experiments/ch03_pretraining_ablation.py   # about 40 minutes on 2 CPU cores
+    nice -n 5 python experiments/ch03_pretraining_ablation.py   # 62 minutes on 2 shared CPU cores (recorded)
 
 writes experiments/results/ch03_pretraining_ablation.json. The pretrained runs stay in runs/ch03/ (ignored by git),
 where experiments/ch03_feature_based.py reuses the BERT one.
