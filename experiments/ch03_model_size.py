@@ -51,7 +51,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.common import begin, save_results  # noqa: E402
+from experiments.common import batches, begin, held_out_loss, save_results  # noqa: E402
 from minilm.analysis.plateau import (  # noqa: E402
     PLATEAU_MARGIN,
     below_plateau,
@@ -63,7 +63,6 @@ from minilm.finetune.cli import run as finetune  # noqa: E402
 from minilm.finetune.config import DEFAULT_TRAIN as FINETUNE_TRAIN  # noqa: E402
 from minilm.finetune.config import FinetuneConfig  # noqa: E402
 from minilm.finetune.model import TOKENIZER_DIR  # noqa: E402
-from minilm.objectives.labels import IGNORE_INDEX  # noqa: E402
 from minilm.recipes.bert import bert_mlm_loss, masked_lm_examples  # noqa: E402
 from minilm.train.checkpoint import save_checkpoint  # noqa: E402
 from minilm.train.pretrain import (  # noqa: E402
@@ -101,24 +100,6 @@ DATA: dict = {}  # prepare()'s data, set before the worker processes fork
 
 def name_of(n_layers: int, d_model: int, n_heads: int) -> str:
     return f"L={n_layers}, H={d_model}, A={n_heads}"
-
-
-def batches(examples, collate, batch_size: int = 128):
-    """``examples`` collated, batch by batch, in order."""
-    for start in range(0, len(examples), batch_size):
-        yield collate([examples[i] for i in range(start, min(start + batch_size, len(examples)))])
-
-
-@torch.no_grad()
-def held_out_loss(model, examples, collate) -> float:
-    """The MLM loss per masked token on the shared held-out set."""
-    model.eval()
-    total, count = 0.0, 0
-    for batch in batches(examples, collate):
-        n = int((batch["labels"] != IGNORE_INDEX).sum())
-        total += bert_mlm_loss(model, batch).loss.item() * n  # a mean over the batch's masked tokens
-        count += n
-    return total / count
 
 
 def sst2_finetuned(run_dir: Path) -> dict:
@@ -164,7 +145,8 @@ def run(size: tuple[int, int, int], steps: int) -> tuple[str, dict]:
             save_checkpoint(untrained, 0, model, config=recorded)
             tokenizer.save(untrained / TOKENIZER_DIR)
             control = sst2_finetuned(untrained)
-            result["untrained"] = {"held_out_loss": held_out_loss(model, held_out, held_out_collate), **control}
+            untrained_loss = held_out_loss(model, bert_mlm_loss, held_out, held_out_collate)
+            result["untrained"] = {"held_out_loss": untrained_loss, **control}
         run_dir = Path(tmp) / "pretrained"
         trainer = Trainer(
             model, DATA["entry"].loss, examples, dataclasses.replace(train, run_dir=str(run_dir)), collate=collate,
@@ -180,7 +162,7 @@ def run(size: tuple[int, int, int], steps: int) -> tuple[str, dict]:
         result["held_out_curve"] = [
             {"step": e["step"], "mlm": round(e["loss"], 4)} for e in trainer.history if e["split"] == "validation"
         ]
-        result["held_out_loss"] = held_out_loss(model, held_out, held_out_collate)
+        result["held_out_loss"] = held_out_loss(model, bert_mlm_loss, held_out, held_out_collate)
         result["held_out_perplexity"] = math.exp(result["held_out_loss"])
         result["unigram_entropy"] = DATA["unigram_entropy"]
         result["nats_below_unigram"] = below_plateau(result["held_out_loss"], DATA["unigram_entropy"])

@@ -47,7 +47,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from experiments.common import begin, reuse, save_results, scored_when_evaluated, stamp  # noqa: E402
+from experiments.common import batches, begin, held_out_loss, reuse, save_results, scored_when_evaluated, stamp  # noqa: E402
 from minilm.analysis.plateau import (  # noqa: E402
     PLATEAU_MARGIN,
     below_plateau,
@@ -105,18 +105,6 @@ def run_name(model: str, objective: str) -> str:
     return f"{model}-{objective.replace('+', '_')}-seq{SEQ_LEN}-{PRETRAIN.max_steps}"
 
 
-@torch.no_grad()
-def held_out_loss(model, loss_fn, examples, collate, batch_size: int = 128) -> tuple[float, list]:
-    """The loss per predicted token on the held-out examples, and those tokens' ids (one tensor per batch)."""
-    model.eval()
-    total, targets = 0.0, []
-    for start in range(0, len(examples), batch_size):
-        batch = collate([examples[i] for i in range(start, min(start + batch_size, len(examples)))])
-        targets.append(scored_targets(batch))
-        total += loss_fn(model, batch).loss.item() * len(targets[-1])  # a mean over the batch's predicted tokens
-    return total / sum(len(t) for t in targets), targets
-
-
 def pretrain(model: str, objective: str, name: str) -> Path:
     """Pretrain ``model`` with ``objective`` into runs/ch03/<name> (reused when it is already there); its held-out
     loss beside the unigram entropy of the held-out targets goes into the run directory's plateau.json."""
@@ -145,8 +133,8 @@ def pretrain(model: str, objective: str, name: str) -> Path:
     trainer.fit()
     seconds = time.perf_counter() - start
     tokenizer.save(run_dir / "tokenizer")
-    loss, targets = held_out_loss(model_, scored, held_out, held_out_collate)
-    entropy = unigram_entropy(targets)
+    loss = held_out_loss(model_, scored, held_out, held_out_collate)
+    entropy = unigram_entropy([scored_targets(batch) for batch in batches(held_out, held_out_collate)])
     losses = [e["loss"] for e in trainer.history if e["split"] == "train"]
     plateau = {
         "held_out_loss": loss,

@@ -53,12 +53,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.common import begin, save_results, scored_when_evaluated  # noqa: E402
+from experiments.common import batches, begin, held_out_loss, save_results, scored_when_evaluated  # noqa: E402
 from minilm.analysis import layer_transitions, linear_probe, oscillation, standardize  # noqa: E402
 from minilm.analysis.plateau import scored_targets, unigram_entropy  # noqa: E402
 from minilm.data import load_gutenberg, load_task  # noqa: E402
 from minilm.models.albert import Albert, albert_config  # noqa: E402
-from minilm.objectives.labels import IGNORE_INDEX  # noqa: E402
 from minilm.objectives.nsp import LABEL_KEY as NSP_LABEL  # noqa: E402
 from minilm.objectives.sop import LABEL_KEY as SOP_LABEL  # noqa: E402
 from minilm.recipes.albert import SentenceOrderConfig, albert_mlm_sop_loss  # noqa: E402
@@ -104,12 +103,6 @@ def balanced(examples, label_key: str, n: int | None = None) -> list:
     return [e for group in by_label for e in rng.sample(group, k)]
 
 
-def batches(examples, collate, batch_size: int = 128):
-    """``examples`` collated, batch by batch, in order."""
-    for start in range(0, len(examples), batch_size):
-        yield collate([examples[i] for i in range(start, min(start + batch_size, len(examples)))])
-
-
 def final_hidden(model, batch):
     return model.features(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).last_hidden_state
 
@@ -117,17 +110,12 @@ def final_hidden(model, batch):
 @torch.no_grad()
 def held_out_scores(model, examples, collate) -> dict:
     """The MLM loss per masked token on the shared held-out set, and each layer's transitions on its first 256 pairs."""
-    model.eval()
-    total, count = 0.0, 0
-    for batch in batches(examples, collate):
-        n = int((batch["labels"] != IGNORE_INDEX).sum())
-        total += bert_mlm_loss(model, batch).loss.item() * n  # a mean over the batch's masked tokens
-        count += n
+    loss = held_out_loss(model, bert_mlm_loss, examples, collate)
     first = collate([examples[i] for i in range(min(256, len(examples)))])
     states = model.features(first["input_ids"], first["attention_mask"], first["token_type_ids"], True)
     l2, degrees = layer_transitions(states.hidden_states, first["attention_mask"])
     return {
-        "held_out_loss": total / count,
+        "held_out_loss": loss,
         "transitions": {
             "l2": [round(v, 4) for v in l2.tolist()],
             "degrees": [round(v, 3) for v in degrees.tolist()],

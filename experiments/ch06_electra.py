@@ -65,7 +65,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.common import begin, save_results  # noqa: E402
+from experiments.common import batches, begin, save_results  # noqa: E402
 from minilm.analysis import linear_probe, standardize  # noqa: E402
 from minilm.data import Document, load_gutenberg, load_task  # noqa: E402
 from minilm.data.tasks import TASKS  # noqa: E402
@@ -175,18 +175,13 @@ def fixed_corruption(held_out, unigram: torch.Tensor) -> list[dict]:
     examples, collate = held_out
     rng = torch.Generator().manual_seed(1)
     batches = []
-    for batch in batches_of(examples, collate):
+    for batch in batches(examples, collate):
         at = batch["labels"] != IGNORE_INDEX
         samples = torch.multinomial(unigram, int(at.sum()), replacement=True, generator=rng)
         corrupted = batch["input_ids"].masked_scatter(at, samples)
         replaced = torch.zeros_like(at).masked_scatter(at, samples != batch["labels"][at])
         batches.append({**batch, "input_ids": corrupted, "replaced": replaced})
     return batches
-
-
-def batches_of(examples, collate, batch_size: int = 128):
-    for start in range(0, len(examples), batch_size):
-        yield collate([examples[i] for i in range(start, min(start + batch_size, len(examples)))])
 
 
 # ---------------------------------------------------------------------------------------------- probes
@@ -307,7 +302,7 @@ def detection(pair, data) -> dict:
     pair.eval()
     examples, collate = data["examples"]["rtd"][1]
     own_logits, own_replaced, fixed_logits, fixed_replaced = [], [], [], []
-    for batch in batches_of(examples, collate):
+    for batch in batches(examples, collate):
         _, corrupted, replaced = generate(pair, batch)
         real = batch["attention_mask"].bool()
         own_logits.append(pair.discriminator.rtd_logits(discriminator_hidden(pair, batch, corrupted))[real])

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from minilm.analysis.plateau import scored_targets
 from minilm.files import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,3 +139,22 @@ def scored_when_evaluated(train_loss, eval_loss):
         return train_loss(model, batch) if model.training else eval_loss(model, batch)
 
     return loss
+
+
+def batches(examples, collate, batch_size: int = 128):
+    """``examples`` collated, batch by batch, in order."""
+    for start in range(0, len(examples), batch_size):
+        yield collate([examples[i] for i in range(start, min(start + batch_size, len(examples)))])
+
+
+@torch.no_grad()
+def held_out_loss(model, loss_fn, examples, collate) -> float:
+    """``loss_fn``'s loss per predicted token over held-out ``examples`` (the tokens ``scored_targets`` names: MLM's
+    masked ones, a language model's next ones): each batch's mean weighted by its number of predicted tokens."""
+    model.eval()
+    total, count = 0.0, 0
+    for batch in batches(examples, collate):
+        n = len(scored_targets(batch))
+        total += loss_fn(model, batch).loss.item() * n
+        count += n
+    return total / count
